@@ -1,0 +1,1 @@
+"""The coding agent: task specs, the loop, model backends and trajectories."""

@@ -1,0 +1,1 @@
+"""Model backends behind one protocol, chosen by a model string."""

@@ -1,0 +1,34 @@
+"""The model protocol: messages in, one reply out."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+
+class ModelError(RuntimeError):
+    """The model could not be reached or answered with something unusable."""
+
+
+@dataclass
+class ModelReply:
+    content: str
+    cost: float = 0.0  # USD, 0 for local models
+    tool_command: str | None = None  # the command of a `bash` tool call, where tools are used
+    usage: dict = field(default_factory=dict)
+
+
+@runtime_checkable
+class Model(Protocol):
+    name: str
+
+    def query(self, messages: list[dict]) -> ModelReply: ...
+
+
+@runtime_checkable
+class AdapterModel(Model, Protocol):
+    """A local model whose weights take PEFT LoRA adapters (one active at a time)."""
+
+    def load_adapter(self, adapter_dir: Path) -> None: ...
+
+    def unload_adapter(self) -> None: ...

@@ -1,0 +1,1 @@
+"""Isolated execution of shell commands: Docker and bubblewrap backends behind one protocol."""

@@ -1,0 +1,69 @@
+"""The sandbox protocol: what the agent needs from an isolated place to run commands."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+WORKDIR = "/repo"
+LABEL = "skillgraft.sandbox"
+
+
+class SandboxError(RuntimeError):
+    """A sandbox could not be created or used."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The backend itself is missing (no engine, no bwrap); the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    memory: str = "1g"
+    cpus: float = 1.0
+    pids: int = 256
+    command_timeout: float = 60.0
+    output_limit: int = 10_000  # characters kept of a command's output, head and tail
+    network: bool = False
+
+
+@dataclass
+class ExecResult:
+    output: str
+    returncode: int
+    timed_out: bool = False
+    elided: int = 0  # characters removed from the middle of the output
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A repository copied into an isolated environment at WORKDIR.
+
+    execute() runs one bash command in WORKDIR as a non-root user; diff() is the git diff of
+    the repository against its state when the sandbox opened; close() removes everything and
+    is safe to call twice.
+    """
+
+    def execute(self, command: str, timeout: float | None = None) -> ExecResult: ...
+
+    def diff(self) -> str: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> "Sandbox": ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+def open_sandbox(kind: str, repo: Path, limits: SandboxLimits | None = None, image: str | None = None) -> Sandbox:
+    """Opens a sandbox of the named backend ("docker" or "bwrap") holding a copy of repo."""
+    limits = limits or SandboxLimits()
+    if kind == "docker":
+        from sandbox.docker_backend import DockerSandbox
+
+        return DockerSandbox(repo, limits, image=image)
+    if kind == "bwrap":
+        from sandbox.bwrap_backend import BwrapSandbox
+
+        return BwrapSandbox(repo, limits)
+    raise SandboxError(f"unknown sandbox backend {kind!r}: choose 'docker' or 'bwrap'")

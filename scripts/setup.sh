@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian machine for skillgraft: system packages, Python packages,
+# a Docker engine with no container networking, and the sandbox image. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*"; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+need_apt=()
+command -v dockerd >/dev/null || need_apt+=(docker.io)
+command -v debootstrap >/dev/null || need_apt+=(debootstrap)
+command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+{ command -v pg_ctl >/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; } || need_apt+=(postgresql)
+command -v git >/dev/null || need_apt+=(git)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "installing system packages: ${need_apt[*]}"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+log "installing Python packages"
+python3 -m pip install -q --disable-pip-version-check -e ".[dev]"
+
+if ! python3 -c 'import docker,sys; docker.from_env().ping()' >/dev/null 2>&1; then
+  log "starting dockerd (no bridge, no iptables: containers get no network)"
+  mkdir -p /var/log
+  as_root sh -c 'nohup dockerd --bridge=none --iptables=false >/var/log/skillgraft-dockerd.log 2>&1 &'
+  for _ in $(seq 1 60); do
+    python3 -c 'import docker; docker.from_env().ping()' >/dev/null 2>&1 && break
+    sleep 1
+  done
+  python3 -c 'import docker; docker.from_env().ping()' >/dev/null || { tail -n 30 /var/log/skillgraft-dockerd.log; exit 1; }
+fi
+
+log "ensuring the sandbox image"
+python3 -m skillgraft sandbox build --if-missing

@@ -1,0 +1,3 @@
+from skillgraft.cli import app
+
+app()
