@@ -1,0 +1,52 @@
+"""Suite-wide set-up: offline libraries, a private home folder, and engine checks.
+
+Tests marked `docker` need a running engine. On CI a missing engine is an error, not a skip:
+the test command installs and starts one, so its absence means the set-up broke.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_home(tmp_path_factory):
+    """Keeps every test's state out of the user's ~/.skillgraft."""
+    home = tmp_path_factory.mktemp("skillgraft-home")
+    old = os.environ.get("SKILLGRAFT_HOME")
+    os.environ["SKILLGRAFT_HOME"] = str(home)
+    yield home
+    if old is None:
+        os.environ.pop("SKILLGRAFT_HOME", None)
+    else:
+        os.environ["SKILLGRAFT_HOME"] = old
+
+
+def _docker_reason() -> str | None:
+    try:
+        import docker
+
+        docker.from_env().ping()
+    except Exception as exc:  # any failure to reach the engine
+        return f"no Docker engine reachable ({exc.__class__.__name__}); run scripts/setup.sh"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    if not any("docker" in item.keywords for item in items):
+        return
+    reason = _docker_reason()
+    if reason is None:
+        return
+    if os.environ.get("CI"):
+        raise pytest.UsageError(reason)
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if "docker" in item.keywords:
+            item.add_marker(skip)
