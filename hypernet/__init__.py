@@ -1,1 +1,14 @@
-"""hypernet package."""
+"""Text skill → LoRA adapter in one forward pass.
+
+lora        LoRA algebra in ΔW space (concat, scale, truncate, EMA, SVD)
+peft_io     PEFT adapter folders, base-model fingerprints
+targets     which modules of a base model get adapters
+encoder     frozen skill-text encoders (MiniLM, base-model hidden states)
+hypernetwork  chunk vectors → A, B for every target module
+apply       generated adapters on a frozen base through forward hooks (training)
+objectives  stage-1 and stage-2 examples
+evaluate    held-out loss with/without adapter and skill text
+train       the two training stages
+checkpoint  hypernetwork checkpoints and their content ids
+compile     Compiler: skill text → PEFT folder
+"""

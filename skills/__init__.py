@@ -1,1 +1,26 @@
-"""skills package."""
+"""The skill store: versioned SKILL.md skills, adapters, trajectories, scores and CycleQD state in one database."""
+from skills.errors import ArtifactError, NotFound, Problem, SkillFormatError, StaleVersion, StoreError
+from skills.retrieval import SearchHit
+from skills.schema import (
+    Adapter,
+    AdapterKind,
+    ArchiveEntry,
+    Origin,
+    QdRun,
+    Score,
+    Session,
+    Skill,
+    SkillVersion,
+    SubjectKind,
+    Trajectory,
+)
+from skills.store import SkillSummary, Store
+from skills.versions import ImportReport
+
+AdapterRecord = Adapter
+
+__all__ = [
+    "Adapter", "AdapterKind", "AdapterRecord", "ArchiveEntry", "ArtifactError", "ImportReport", "NotFound", "Origin",
+    "Problem", "QdRun", "Score", "SearchHit", "Session", "Skill", "SkillFormatError", "SkillSummary", "SkillVersion",
+    "StaleVersion", "Store", "StoreError", "SubjectKind", "Trajectory",
+]

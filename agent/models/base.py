@@ -16,6 +16,7 @@ class ModelReply:
     cost: float = 0.0  # USD, 0 for local models
     tool_command: str | None = None  # the command of a `bash` tool call, where tools are used
     usage: dict = field(default_factory=dict)
+    tool_call_id: str | None = None  # the provider's id of that call, echoed in the tool-result message
 
 
 @runtime_checkable

@@ -1,8 +1,293 @@
-"""`skillgraft learn`."""
+"""`skillgraft learn` (the online loop, session after session) and `skillgraft refine SKILL`."""
 from __future__ import annotations
 
+import json
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, fail, settings_from
+from skillgraft.settings import DEFAULT_MODEL, DEFAULT_SANDBOX
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_NO_SANDBOX = 0, 2, 3
+HELP_MODEL = "hf:<folder>, a model folder name under HOME/models, or a litellm model string (default {}).".format(DEFAULT_MODEL)
+HELP_ROLE = "'offline' (no model needed) or a litellm model string for a chat model."
+
+
+class World(str, Enum):
+    skillworld = "skillworld"
+
+
+class SkillMode(str, Enum):
+    auto = "auto"
+    context = "context"
+    parametric = "parametric"
+    both = "both"
 
 
 def register(app: typer.Typer) -> None:
-    """Adds the `learn` command to the root app."""
+    """Adds `learn` and `refine` to the root app."""
+    app.command("learn", epilog=_LEARN_EPILOG)(learn)
+    app.command("refine", epilog="Exit codes: 0 done (improved or not), 2 bad input, 3 sandbox unavailable.")(refine)
+
+
+_LEARN_EPILOG = (
+    "Example: skillgraft learn --world skillworld --sessions 5 --tasks-per-session 10. "
+    "Exit codes: 0 done, 2 bad input, 3 sandbox unavailable."
+)
+
+
+def learn(
+    tasks: Optional[list[Path]] = typer.Argument(None, help="Task YAML files; each session runs them (or --tasks-per-session of them)."),
+    world: Optional[World] = typer.Option(None, "--world", help="Draw tasks from a built-in world instead of files (held-out seeds)."),
+    family: list[str] = typer.Option([], "--family", help="World families to draw from (default: all). Repeatable."),
+    sessions: int = typer.Option(5, "--sessions", min=1, help="How many sessions to run."),
+    per_session: Optional[int] = typer.Option(None, "--tasks-per-session", min=1, help="Tasks per session (world default 10)."),
+    alpha: float = typer.Option(0.1, "--alpha", min=0.0, max=1.0, help="EMA rate: how far one success moves the global adapter."),
+    rank: int = typer.Option(16, "--rank", min=1, help="Rank the global adapter is kept at."),
+    cycleqd_every: Optional[int] = typer.Option(None, "--cycleqd-every", min=1, help="Run CycleQD over the global adapter's history every K sessions."),
+    no_learning: bool = typer.Option(False, "--no-learning", help="Only run and record: nothing is summarised or merged."),
+    baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="First run the same sessions with learning off, to draw both curves."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help=HELP_MODEL),
+    hypernet: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint that compiles skills into adapters (default HOME/models/hypernet if present)."),
+    skill_mode: SkillMode = typer.Option(SkillMode.auto, "--skill-mode", help="How skills reach the model; auto: parametric when a hypernetwork and an adapter model are there, else context."),
+    summariser: str = typer.Option("offline", "--summariser", help=f"Who writes skills from successes: {HELP_ROLE}"),
+    generator: str = typer.Option("offline", "--generator", help=f"Who revises weak skills: {HELP_ROLE}"),
+    refine_below: Optional[float] = typer.Option(None, "--refine-below", min=0.0, max=1.0, help="Refine a skill whose success rate in a session is below this (needs validation tasks)."),
+    validation: list[Path] = typer.Option([], "--validation", help="Held-out task files for the gate, refinement and CycleQD (world: drawn automatically)."),
+    gate: bool = typer.Option(False, "--gate", help="Commit a new global version only if it does not score below the old one on validation."),
+    sandbox: str = typer.Option(DEFAULT_SANDBOX, "--sandbox", help="docker or bwrap."),
+    image: Optional[str] = typer.Option(None, "--image", help="Sandbox image tag (Docker only)."),
+    seed: int = typer.Option(0, "--seed", help="Which held-out world tasks: the same seed gives the same tasks."),
+    curve: Optional[Path] = typer.Option(None, "--curve", help="Where to write the learning-curve PNG (default HOME/learning-curve-<time>.png)."),
+    home: Optional[str] = HomeOption,
+    store: Optional[str] = StoreOption,
+    json_out: bool = JsonOption,
+) -> None:
+    """Let the agent learn across sessions: run tasks with what it has learned, and learn from every success.
+
+    Per task: retrieve skills, compile them (cached), join them with the global adapter, run the
+    agent in a sandbox, record the run. Per verified success: summarise the run into a new skill
+    version, compile it and fold it into the global adapter by an exact low-rank EMA. Everything
+    is kept in the store, so the next `learn` carries on where this one stopped. Ends with a
+    table per session and a learning-curve picture (learning on against off).
+    """
+    from agent.models.base import ModelError
+    from agent.task import TaskError, load_task
+    from evolve.learn.schedule import split_sessions, world_sessions
+    from sandbox.base import SandboxUnavailable
+
+    settings = settings_from(home, store)
+    if not no_learning and alpha <= 0:
+        raise fail("--alpha must be above 0 (0 would learn nothing; use --no-learning)", EXIT_BAD_INPUT)
+    if bool(tasks) == (world is not None):
+        raise fail("give task files or --world skillworld (one of the two)", EXIT_BAD_INPUT)
+    try:
+        if world is not None:
+            from skillworld.families import resolve
+            from skillworld.generate import HELDOUT_START, generate
+
+            fams = resolve(family or None)
+            make = lambda f, s: generate(f, s).task()  # noqa: E731
+            first = HELDOUT_START + 10_000 * seed
+            plan = world_sessions(fams, sessions, per_session or 10, first, make, shuffle_seed=seed)
+            held_out = [make(f, first + 5_000 + i) for i in range(2) for f in fams]
+        else:
+            plan = split_sessions([load_task(p) for p in tasks], sessions, per_session)
+            held_out = []
+        held_out = [load_task(p) for p in validation] or held_out
+    except (TaskError, KeyError, ValueError) as exc:
+        raise fail(str(exc), EXIT_BAD_INPUT)
+
+    try:
+        parts = _parts(settings, model, hypernet, skill_mode, summariser, generator)
+    except (ModelError, ValueError, FileNotFoundError) as exc:
+        raise fail(str(exc), EXIT_BAD_INPUT)
+    agent_model, compiler, mode, summ, gen = parts
+    from evolve.learn import EmaConfig, LearnConfig
+
+    cfg = dict(skill_mode=mode, ema=EmaConfig(alpha=alpha or 1.0, rank=rank), sandbox=sandbox, image=image,
+               gate=gate, refine_below=refine_below, cycleqd_every=cycleqd_every)
+    runs = [("off", LearnConfig(learning=False, **cfg))] if (no_learning or baseline) else []
+    if not no_learning:
+        runs.append(("on", LearnConfig(learning=True, **cfg)))
+
+    try:
+        reports = _run(settings, agent_model, compiler, summ, gen, runs, plan, held_out, json_out)
+    except SandboxUnavailable as exc:
+        raise fail(str(exc), EXIT_NO_SANDBOX)
+    except ModelError as exc:
+        raise fail(str(exc), EXIT_BAD_INPUT)
+
+    from evolve.learn.curve import SessionPoint, plot_curves
+
+    points = {label: [SessionPoint(i + 1, r.successes, len(r.outcomes)) for i, r in enumerate(rs)] for label, rs in reports.items()}
+    out = curve or settings.home / f"learning-curve-{datetime.now():%Y%m%d-%H%M%S}.png"
+    plot_curves({f"learning {k}": v for k, v in points.items()}, out, title=f"{agent_model.name}: success per session")
+    if json_out:
+        console.print_json(json.dumps({"curve": str(out), "sessions": {k: [r.summary() | {"session_id": r.session_id} for r in rs]
+                                                                     for k, rs in reports.items()}}))
+    else:
+        console.print(_table(points, reports))
+        for notes in (n for rs in reports.values() for r in rs for n in r.notes):
+            console.print(f"[dim]•[/] {notes}")
+        console.print(f"learning curve: [bold]{out}[/]")
+    raise typer.Exit(EXIT_OK)
+
+
+def _parts(settings, model, hypernet, skill_mode, summariser, generator):
+    from agent.models.base import AdapterModel
+    from agent.models.factory import make_model
+    from evolve.learn.roles import make_compiler, make_generator, make_summariser
+
+    agent_model = make_model(model or DEFAULT_MODEL, models_dir=settings.models)
+    ckpt = hypernet or (settings.models / "hypernet" if (settings.models / "hypernet").exists() else None)
+    if hypernet is not None and not hypernet.exists():
+        raise FileNotFoundError(f"hypernetwork checkpoint {hypernet} does not exist")
+    adapter_ok = isinstance(agent_model, AdapterModel)
+    compiler = make_compiler(ckpt, agent_model) if adapter_ok else None
+    mode = skill_mode.value
+    if mode == "auto":
+        mode = "parametric" if compiler is not None else "context"
+    if mode in ("parametric", "both") and compiler is None:
+        why = "the model takes no adapters" if not adapter_ok else "no hypernetwork (give --hypernet)"
+        raise ValueError(f"skill mode {mode!r} needs compiled adapters, but {why}; use --skill-mode context")
+    return agent_model, compiler, mode, make_summariser(summariser), make_generator(generator)
+
+
+def _run(settings, agent_model, compiler, summ, gen, runs, plan, held_out, quiet):
+    from evolve.learn import Learner, Refiner
+    from evolve.learn.periodic import cycleqd_every
+    from evolve.learn.refine import AgentVerifier
+    from skills.store import Store
+
+    store = Store(settings.store_url, settings.artifacts)
+    total = sum(len(s) for s in plan) * len(runs)
+    reports: dict[str, list] = {}
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, disable=quiet, transient=True) as progress:
+        bar = progress.add_task("learning", total=total)
+        for label, cfg in runs:
+            refiner = None
+            if cfg.learning and cfg.refine_below is not None:
+                verifier = AgentVerifier(store, agent_model, compiler, skill_mode=cfg.skill_mode, sandbox=cfg.sandbox, image=cfg.image)
+                refiner = Refiner(store, gen, verifier)
+            periodic = cycleqd_every(held_out, lambda: agent_model, sandbox=cfg.sandbox, image=cfg.image) if cfg.cycleqd_every else None
+            learner = Learner(store, agent_model, compiler, summ, cfg, settings.cache / "learn", validation=held_out,
+                              refiner=refiner, periodic=periodic)
+            reports[label] = []
+            for i, tasks in enumerate(plan, 1):
+                progress.update(bar, description=f"learning {label} · session {i}/{len(plan)}")
+                report = learner.run_session(tasks, on_outcome=lambda _o: progress.advance(bar), label=f"learning-{label}")
+                reports[label].append(report)
+    return reports
+
+
+def _table(points, reports) -> Table:
+    table = Table(title="Success per session (95% Wilson interval)")
+    table.add_column("session", justify="right")
+    for label in points:
+        table.add_column(f"learning {label}", justify="right")
+    if "on" in reports:
+        table.add_column("skills learned", justify="right")
+        table.add_column("global version", justify="right")
+    for i in range(max(len(v) for v in points.values())):
+        row = [str(i + 1)]
+        for label, pts in points.items():
+            p = pts[i]
+            lo, hi = p.interval
+            row.append(f"{p.successes}/{p.episodes} = {p.rate:.0%} [{lo:.0%}, {hi:.0%}]")
+        if "on" in reports:
+            r = reports["on"][i]
+            row.append(str(sum(1 for o in r.outcomes if o.learned)))
+            last = [o.global_after or o.global_version for o in r.outcomes if (o.global_after or o.global_version)]
+            row.append(str(last[-1]) if last else "-")
+        table.add_row(*row)
+    return table
+
+
+def refine(
+    skill: str = typer.Argument(..., help="Name of the skill in the store to refine."),
+    tasks: list[Path] = typer.Option(..., "--tasks", help="Task files for minibatches (the skill should apply to them). Repeatable."),
+    validation: list[Path] = typer.Option([], "--validation", help="Held-out task files that judge candidates (default: half of --tasks)."),
+    generator: str = typer.Option("offline", "--generator", help=f"Who proposes revisions: {HELP_ROLE}"),
+    rounds: int = typer.Option(4, "--rounds", min=1, help="Proposals to try."),
+    minibatch: int = typer.Option(3, "--minibatch", min=1, help="Training tasks per proposal."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help=HELP_MODEL),
+    hypernet: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint (parametric and both modes)."),
+    skill_mode: SkillMode = typer.Option(SkillMode.auto, "--skill-mode", help="How the candidate skill reaches the model."),
+    sandbox: str = typer.Option(DEFAULT_SANDBOX, "--sandbox", help="docker or bwrap."),
+    image: Optional[str] = typer.Option(None, "--image", help="Sandbox image tag (Docker only)."),
+    seed: int = typer.Option(0, "--seed", help="Seeds parent and minibatch draws."),
+    home: Optional[str] = HomeOption,
+    store: Optional[str] = StoreOption,
+    json_out: bool = JsonOption,
+) -> None:
+    """Improve a skill's text with a generator–verifier loop; keep a revision only if it is strictly better.
+
+    Each round draws a parent from the Pareto front of the candidates' per-task scores, runs it on
+    a minibatch, lets the generator revise it from those runs, and scores the revision on the
+    minibatch and then on the validation tasks. Kept revisions become new versions (origin
+    "refined") with their scores; `skillgraft skills history SKILL` shows them.
+    """
+    from agent.models.base import ModelError
+    from agent.task import TaskError, load_task
+    from evolve.learn import Refiner
+    from evolve.learn.refine import AgentVerifier
+    from sandbox.base import SandboxUnavailable
+    from skills.store import Store
+
+    settings = settings_from(home, store)
+    try:
+        train = [load_task(p) for p in tasks]
+        held = [load_task(p) for p in validation]
+    except TaskError as exc:
+        raise fail(str(exc), EXIT_BAD_INPUT)
+    if not held:
+        if len(train) < 2:
+            raise fail("give --validation tasks, or at least two --tasks to split", EXIT_BAD_INPUT)
+        held, train = train[len(train) // 2:], train[: len(train) // 2]
+    the_store = Store(settings.store_url, settings.artifacts)
+    if the_store.latest_version(skill) is None:
+        raise fail(f"no skill named {skill!r} in the store (see `skillgraft skills ls`)", EXIT_BAD_INPUT)
+    try:
+        agent_model, compiler, mode, _summ, gen = _parts(settings, model, hypernet, skill_mode, "offline", generator)
+    except (ModelError, ValueError, FileNotFoundError) as exc:
+        raise fail(str(exc), EXIT_BAD_INPUT)
+    verifier = AgentVerifier(the_store, agent_model, compiler, skill_mode=mode, sandbox=sandbox, image=image)
+    try:
+        with console.status(f"refining {skill}…", spinner="dots") if not json_out else _nothing():
+            result = Refiner(the_store, gen, verifier, rounds=rounds, minibatch=minibatch, seed=seed).refine(skill, train, held)
+    except SandboxUnavailable as exc:
+        raise fail(str(exc), EXIT_NO_SANDBOX)
+    if json_out:
+        console.print_json(json.dumps({
+            "skill": skill, "improved": result.improved, "start_score": result.start_score, "best_score": result.best.mean,
+            "written_version_ids": result.written,
+            "attempts": [{"parent": a.parent, "kept": a.kept, "reason": a.reason, "minibatch": a.minibatch,
+                          "validation": a.validation} for a in result.attempts],
+        }))
+    else:
+        table = Table(title=f"Refining {skill}")
+        for col in ("#", "parent", "minibatch", "validation", "kept", "why"):
+            table.add_column(col)
+        for i, a in enumerate(result.attempts, 1):
+            val = f"{sum(a.validation.values()) / len(a.validation):.2f}" if a.validation else "-"
+            table.add_row(str(i), str(a.parent), f"{sum(a.minibatch.values()):g}/{len(a.minibatch)}", val,
+                          "[green]yes[/]" if a.kept else "no", a.reason)
+        console.print(table)
+        console.print(result.describe())
+    raise typer.Exit(EXIT_OK)
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None

@@ -1,8 +1,218 @@
-"""`skillgraft run`."""
+"""`skillgraft run TASK.yaml`: the agent on one task, watched live, judged by the task's test."""
 from __future__ import annotations
 
+import json
+import time
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.console import Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, fail, settings_from
+from skillgraft.settings import DEFAULT_MODEL
+
+EXIT_SOLVED, EXIT_NOT_SOLVED, EXIT_BAD_INPUT, EXIT_NO_SANDBOX = 0, 1, 2, 3
+
+
+class SandboxKind(str, Enum):
+    docker = "docker"
+    bwrap = "bwrap"
 
 
 def register(app: typer.Typer) -> None:
     """Adds the `run` command to the root app."""
+    app.command("run", epilog=_EPILOG)(run)
+
+
+_EPILOG = (
+    "Exit codes: 0 solved (the task's test passed), 1 not solved, 2 bad input (task file, model, "
+    "skill or adapter), 3 sandbox unavailable."
+)
+
+
+def run(
+    task_file: Path = typer.Argument(..., help="Task YAML file (id, repo, instruction, test, ...)."),
+    model: Optional[str] = typer.Option(
+        None, "--model", "-m",
+        help=f"hf:<folder>, replay:<file.json>, a model folder name under HOME/models, or a litellm model string (default {DEFAULT_MODEL}).",
+    ),
+    sandbox: SandboxKind = typer.Option(SandboxKind.docker, "--sandbox", help="Where commands run: a Docker container or a bubblewrap jail."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Trajectory JSON file (default HOME/trajectories/<time>-<task>.json)."),
+    skill: list[Path] = typer.Option([], "--skill", help="A skill put in the model's context: a text file, a SKILL.md, or a skill folder. Repeatable."),
+    adapter: Optional[Path] = typer.Option(None, "--adapter", help="PEFT LoRA adapter folder to activate (hf: models only)."),
+    image: Optional[str] = typer.Option(None, "--image", help="Sandbox image tag (Docker only)."),
+    home: Optional[str] = HomeOption,
+    store: Optional[str] = StoreOption,
+    json_out: bool = JsonOption,
+) -> None:
+    """Run the agent on a repository task inside a sandbox and show each step as it happens.
+
+    The repository is copied into a fresh sandbox, the task's setup commands run, the agent
+    works until it submits or hits a limit, then the task's test command decides: exit 0 is
+    solved. The whole conversation is written to a trajectory file after every step.
+    """
+    from agent.models.base import ModelError
+    from agent.models.factory import make_model
+    from agent.runner import AdapterUnsupported, run_task
+    from agent.task import TaskError, load_task
+    from sandbox.base import SandboxError, SandboxUnavailable
+
+    settings = settings_from(home, store)
+    try:
+        task = load_task(task_file)
+    except TaskError as exc:
+        raise fail(str(exc), EXIT_BAD_INPUT)
+    skills = [_read_skill(p) for p in skill]
+    if adapter is not None and not (adapter / "adapter_config.json").is_file():
+        raise fail(f"{adapter}: not a PEFT adapter folder (no adapter_config.json)", EXIT_BAD_INPUT)
+    spec = model or DEFAULT_MODEL
+    try:
+        agent_model = make_model(spec, models_dir=settings.models)
+    except ModelError as exc:
+        raise fail(str(exc), EXIT_BAD_INPUT)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    trajectory = output or settings.trajectories / f"{stamp}-{task.id}.json"
+
+    view = _LiveSteps(task.id, agent_model.name, sandbox.value)
+    # The live view redraws itself (the clock keeps moving while a command runs); JSON output stays clean.
+    live = _Quiet() if json_out else Live(get_renderable=view.render, console=console, refresh_per_second=4)
+    try:
+        with live:
+            def on_step(step) -> None:
+                view.add(step)
+                live.refresh()
+
+            result = run_task(
+                task, agent_model, sandbox=sandbox.value, skills=skills, adapter_dir=adapter,
+                trajectory_path=trajectory, image=image, on_step=on_step,
+            )
+    except AdapterUnsupported as exc:
+        raise fail(str(exc), EXIT_BAD_INPUT)
+    except ModelError as exc:  # an adapter that does not fit the model
+        raise fail(str(exc), EXIT_BAD_INPUT)
+    except TaskError as exc:  # the repository could not be produced (missing folder, bad git rev)
+        raise fail(str(exc), EXIT_BAD_INPUT)
+    except SandboxUnavailable as exc:
+        raise fail(str(exc), EXIT_NO_SANDBOX)
+    except SandboxError as exc:
+        raise fail(f"sandbox failed: {exc}", EXIT_NO_SANDBOX)
+
+    if not json_out:
+        console.line()  # the live view leaves the cursor at the end of its last row
+    from skillgraft.commands.trajectories import record_in_store
+
+    record_in_store(settings, result, task, agent_model.name)
+    if json_out:
+        console.print_json(json.dumps(_summary(result)))
+    else:
+        console.print(_verdict(result))
+    raise typer.Exit(EXIT_SOLVED if result.success else EXIT_NOT_SOLVED)
+
+
+def _read_skill(path: Path) -> tuple[str, str]:
+    """(name, body) of a skill given on the command line."""
+    from skills.errors import SkillFormatError
+    from skills.skillmd import SKILL_FILE, parse
+
+    if path.is_dir():
+        path = path / SKILL_FILE
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise fail(f"skill {path}: cannot read ({exc})", EXIT_BAD_INPUT)
+    if not text.startswith("---"):
+        return path.stem, text
+    try:
+        doc = parse(text, str(path), folder_name=path.parent.name if path.name == SKILL_FILE else None)
+    except SkillFormatError as exc:
+        raise fail(f"skill {path}: {exc}", EXIT_BAD_INPUT)
+    return doc.name, doc.body
+
+
+class _Quiet:
+    """Stands in for rich's Live when the output is JSON for a script."""
+
+    def __enter__(self) -> "_Quiet":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def refresh(self) -> None:
+        return None
+
+
+class _LiveSteps:
+    """The steps so far, drawn as a table under a header line."""
+
+    def __init__(self, task_id: str, model: str, sandbox: str):
+        self.task_id, self.model, self.sandbox = task_id, model, sandbox
+        self.steps: list = []
+        self.started = time.monotonic()
+
+    def add(self, step) -> None:
+        self.steps.append(step)
+
+    def render(self):
+        last = self.steps[-1] if self.steps else None
+        cost = f"${last.cost:.4f}" if last else "$0"
+        head = Text.assemble(
+            ("task ", "dim"), (self.task_id, "bold"), ("  model ", "dim"), self.model,
+            ("  sandbox ", "dim"), self.sandbox, ("  steps ", "dim"), str(len(self.steps)),
+            ("  cost ", "dim"), cost, ("  ", ""), (f"{time.monotonic() - self.started:.0f}s", "dim"),
+        )
+        table = Table(expand=True, show_edge=False, pad_edge=False)
+        table.add_column("#", justify="right", width=3)
+        table.add_column("command", ratio=3, overflow="ellipsis", no_wrap=True)
+        table.add_column("rc", justify="right", width=4)
+        table.add_column("output", ratio=2, overflow="ellipsis", no_wrap=True)
+        for step in self.steps[-15:]:
+            if step.format_error:
+                table.add_row(str(step.number), Text("(no command: format error)", "yellow"), "", "")
+                continue
+            command = (step.command or "").splitlines()[0] if step.command else ""
+            if step.result is None:
+                table.add_row(str(step.number), Text(command, "bold green"), "", Text("submitted", "green"))
+                continue
+            rc = step.result.returncode
+            tail = [line for line in step.result.output.splitlines() if line.strip()][-1:] or [""]
+            table.add_row(str(step.number), command, Text(str(rc), "green" if rc == 0 else "red"), tail[0])
+        return Group(head, table)
+
+
+def _summary(result) -> dict:
+    return {
+        "task_id": result.task_id,
+        "success": result.success,
+        "reward": result.reward,
+        "exit_status": result.exit_status,
+        "exit_detail": result.exit_detail,
+        "steps": result.steps,
+        "cost": result.cost,
+        "elapsed": round(result.elapsed, 3),
+        "test_returncode": result.test_returncode,
+        "trajectory": str(result.trajectory_path) if result.trajectory_path else None,
+        "patch": result.patch,
+    }
+
+
+def _verdict(result) -> Panel:
+    verdict = Text("SOLVED", "bold green") if result.success else Text("NOT SOLVED", "bold red")
+    lines = Text.assemble(
+        verdict, ("  exit ", "dim"), result.exit_status, ("  steps ", "dim"), str(result.steps),
+        ("  cost ", "dim"), f"${result.cost:.4f}", ("  time ", "dim"), f"{result.elapsed:.1f}s",
+    )
+    test_tail = "\n".join(result.test_output.strip().splitlines()[-6:])
+    body = [lines]
+    if result.exit_detail:
+        body.append(Text(result.exit_detail.strip()[:500], "yellow"))
+    body.append(Text(f"test: {test_tail}", "dim"))
+    body.append(Text(f"patch: {len(result.patch.splitlines())} lines   trajectory: {result.trajectory_path}", "dim"))
+    return Panel(Group(*body), title=result.task_id, expand=False)

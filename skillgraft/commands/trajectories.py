@@ -1,6 +1,211 @@
-"""`skillgraft trajectories …`."""
+"""`skillgraft trajectories ls|show`: the runs on record, from trajectory files and the store."""
 from __future__ import annotations
 
-import typer
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
 
-app = typer.Typer(help="trajectories commands.", no_args_is_help=True)
+import typer
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, fail, settings_from
+from skillgraft.settings import Settings
+
+app = typer.Typer(
+    help="List and read agent trajectories: every message the model saw, and how each run ended.",
+    no_args_is_help=True,
+)
+
+_ROLE_STYLE = {"system": "magenta", "user": "cyan", "assistant": "green", "tool": "blue"}
+
+
+@dataclass
+class Entry:
+    """One run, whether found as a file in the home folder or as a row in the store."""
+
+    ref: str  # what `show` accepts for it
+    path: Path
+    task_id: str
+    model: str | None
+    exit_status: str | None
+    reward: float | None
+    steps: int | None
+    cost: float | None
+    started: str | None
+
+    def as_dict(self) -> dict:
+        return {**self.__dict__, "path": str(self.path)}
+
+
+def open_store(settings: Settings):
+    """The store, or None when there is none yet (a SQLite file not created) or no store code."""
+    try:
+        from skills.store import Store
+    except ImportError:
+        return None
+    url = settings.store_url
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+        return None
+    return Store(url, settings.artifacts)
+
+
+def record_in_store(settings: Settings, result, task, model_name: str) -> None:
+    """Registers a finished run in the store when one exists; a run is never lost for lack of one."""
+    store = open_store(settings)
+    if store is None or result.trajectory_path is None or not Path(result.trajectory_path).exists():
+        return
+    info = json.loads(Path(result.trajectory_path).read_text()).get("info", {})
+    store.add_trajectory(
+        result.trajectory_path, task.id, task.family, result.exit_status, result.reward, result.cost,
+        result.steps, info.get("timings", {}), [], [], model=model_name,
+    )
+
+
+def _file_entry(path: Path) -> Entry | None:
+    try:
+        data = json.loads(path.read_text())
+        info = data["info"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # not a trajectory (or half-copied by hand): skipped, not fatal
+    task = info.get("task") or {}
+    return Entry(
+        ref=path.stem, path=path, task_id=task.get("id", "?"), model=info.get("model"),
+        exit_status=info.get("exit_status"), reward=info.get("reward"), steps=info.get("steps"),
+        cost=info.get("cost"), started=info.get("started_at"),
+    )
+
+
+def _store_entry(store, row) -> Entry:
+    return Entry(
+        ref=f"store:{row.id}", path=store.trajectory_path(row), task_id=row.task_id, model=row.model,
+        exit_status=row.outcome, reward=row.reward, steps=row.steps, cost=row.cost,
+        started=row.created_at.isoformat(timespec="seconds") if row.created_at else None,
+    )
+
+
+def collect(settings: Settings, skill: str | None = None) -> list[Entry]:
+    """Runs newest first. With `skill`, only store runs that had a version of that skill."""
+    store = open_store(settings)
+    entries: list[Entry] = []
+    if store is not None:
+        entries = [_store_entry(store, row) for row in store.trajectories(skill=skill)]
+    if skill is None:
+        # A run recorded in the store is listed once, by its store ref, not again as its source file.
+        recorded = {e.path.name for e in entries}
+        files = sorted(settings.trajectories.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        entries += [e for e in map(_file_entry, files) if e is not None and e.path.name not in recorded]
+    return entries
+
+
+@app.command("ls")
+def ls(
+    skill: Optional[str] = typer.Option(None, "--skill", help="Only runs that had a version of this skill (needs the store)."),
+    limit: int = typer.Option(50, "--limit", "-n", help="Show at most this many runs."),
+    home: Optional[str] = HomeOption,
+    store: Optional[str] = StoreOption,
+    json_out: bool = JsonOption,
+) -> None:
+    """List recorded runs, newest first: files under HOME/trajectories and runs in the store."""
+    settings = settings_from(home, store)
+    if skill is not None and open_store(settings) is None:
+        raise fail("--skill needs the store, and there is none yet in this home folder", 2)
+    entries = collect(settings, skill)[:limit]
+    if json_out:
+        console.print_json(json.dumps([e.as_dict() for e in entries]))
+        return
+    if not entries:
+        console.print(f"no trajectories under {settings.trajectories}" + (f" for skill {skill}" if skill else ""))
+        return
+    table = Table(title=f"{len(entries)} runs", show_edge=False)
+    for name, justify in (("ref", "left"), ("task", "left"), ("model", "left"), ("exit", "left"),
+                          ("reward", "right"), ("steps", "right"), ("cost", "right"), ("started", "left")):
+        table.add_column(name, justify=justify, overflow="fold" if name == "ref" else "ellipsis")
+    for e in entries:
+        reward = Text(f"{e.reward:.1f}", "green" if e.reward else "red") if e.reward is not None else Text("-")
+        cost = f"${e.cost:.4f}" if e.cost is not None else "-"
+        table.add_row(e.ref, e.task_id, e.model or "-", e.exit_status or "running?", reward,
+                      str(e.steps if e.steps is not None else "-"), cost, e.started or "-")
+    console.print(table)
+
+
+@app.command("show")
+def show(
+    ref: str = typer.Argument(..., help="A trajectory file, a name from `ls` (file stem), or store:<id>."),
+    full: bool = typer.Option(False, "--full", help="Print long messages whole instead of their head and tail."),
+    home: Optional[str] = HomeOption,
+    store: Optional[str] = StoreOption,
+    json_out: bool = JsonOption,
+) -> None:
+    """Show one run: its info block, then every message as the model saw it."""
+    settings = settings_from(home, store)
+    path = _resolve(settings, ref)
+    try:
+        data = json.loads(path.read_text())
+        info, messages = data["info"], data["messages"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise fail(f"{path}: not a readable trajectory ({exc})", 2)
+    if json_out:
+        console.print_json(json.dumps(data))
+        return
+    console.print(_info_table(info, path))
+    for i, m in enumerate(messages):
+        console.print(_message_panel(i, m, full))
+    test = info.get("test") or {}
+    if test.get("output"):
+        console.print(Panel(_clip(test["output"], full), title=f"test: {test.get('command')} → {test.get('returncode')}", border_style="dim"))
+    if info.get("patch"):
+        console.print(Panel(_clip(info["patch"], full), title="patch", border_style="dim"))
+
+
+def _resolve(settings: Settings, ref: str) -> Path:
+    if ref.startswith("store:"):
+        store = open_store(settings)
+        if store is None:
+            raise fail("no store in this home folder", 2)
+        try:
+            return store.trajectory_path(int(ref[len("store:"):]))
+        except Exception as exc:  # bad id or missing row: the store says which
+            raise fail(f"{ref}: {exc}", 2)
+    for candidate in (Path(ref), settings.trajectories / ref, settings.trajectories / f"{ref}.json"):
+        if candidate.is_file():
+            return candidate
+    raise fail(f"no trajectory {ref!r} (give a file, a name from `skillgraft trajectories ls`, or store:<id>)", 2)
+
+
+def _info_table(info: dict[str, Any], path: Path) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="dim")
+    table.add_column()
+    task = info.get("task") or {}
+    rows = [
+        ("file", str(path)),
+        ("task", f"{task.get('id')} ({task.get('family') or 'no family'})"),
+        ("model", str(info.get("model"))),
+        ("skills", ", ".join(info.get("skills") or []) or "-"),
+        ("adapters", ", ".join(info.get("adapters") or []) or "-"),
+        ("exit", f"{info.get('exit_status', 'running?')} {info.get('exit_detail') or ''}".strip()),
+        ("reward", str(info.get("reward", "-"))),
+        ("steps / cost", f"{info.get('steps', '-')} / ${info.get('cost', 0) or 0:.4f}"),
+        ("timings", ", ".join(f"{k} {v}s" for k, v in (info.get("timings") or {}).items()) or "-"),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+def _message_panel(i: int, m: dict, full: bool) -> Panel:
+    role = m.get("role", "?")
+    body = _clip(m.get("content") or "", full)
+    for call in m.get("tool_calls") or []:
+        fn = call.get("function", {})
+        body += f"\n[tool call {fn.get('name')}] {fn.get('arguments')}"
+    return Panel(Text(body), title=f"{i} {role}", title_align="left", border_style=_ROLE_STYLE.get(role, "white"))
+
+
+def _clip(text: str, full: bool, keep: int = 1500) -> str:
+    if full or len(text) <= 2 * keep:
+        return text
+    return f"{text[:keep]}\n… {len(text) - 2 * keep} characters …\n{text[-keep:]}"

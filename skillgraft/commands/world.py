@@ -1,6 +1,212 @@
-"""`skillgraft world …`."""
+"""`skillgraft world …`: SkillWorld's tasks, expert, default policy and evaluation."""
 from __future__ import annotations
 
-import typer
+import json
+from pathlib import Path
+from typing import Optional
 
-app = typer.Typer(help="world commands.", no_args_is_help=True)
+import typer
+import yaml
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, fail, settings_from
+
+app = typer.Typer(help="SkillWorld: generated repo tasks in bug families, their skills, an expert, a tiny policy.",
+                  no_args_is_help=True)
+
+FamiliesOption = typer.Option(None, "--families", "-f", help="Families or groups (seen, skill-only, all); repeatable. Default: all.")
+
+
+def _families(names: Optional[list[str]]) -> list[str]:
+    from skillworld.families import resolve
+
+    try:
+        return resolve(names)
+    except KeyError as exc:
+        raise fail(str(exc.args[0]), 2)
+
+
+def _seeds(spec: str) -> list[int]:
+    try:
+        if ":" in spec:
+            lo, hi = spec.split(":")
+            return list(range(int(lo), int(hi)))
+        return [int(s) for s in spec.split(",")]
+    except ValueError:
+        raise fail(f"--seeds {spec!r}: give START:STOP or a comma list of integers", 2)
+
+
+@app.command()
+def generate(out: Path = typer.Argument(..., help="Folder to write task files into."),
+             families: Optional[list[str]] = FamiliesOption,
+             seeds: str = typer.Option("1000000:1000003", help="START:STOP or a comma list (held-out seeds start at 1000000)."),
+             json_out: bool = JsonOption):
+    """Write generated tasks as YAML files that `skillgraft run` accepts."""
+    from skillworld.generate import generate as make
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for family in _families(families):
+        for seed in _seeds(seeds):
+            wt = make(family, seed)
+            path = out / f"{wt.id}.yaml"
+            path.write_text(yaml.safe_dump(wt.task_dict(), sort_keys=False))
+            written.append(str(path))
+    if json_out:
+        console.print_json(json.dumps(written))
+    else:
+        console.print(f"wrote {len(written)} task files to {out}")
+
+
+@app.command()
+def expert(families: Optional[list[str]] = FamiliesOption,
+           seeds: str = typer.Option("1000000:1000002", help="START:STOP or a comma list."),
+           sandbox: str = typer.Option("docker", help="docker or bwrap: run through the agent loop in that sandbox."),
+           workers: int = typer.Option(2, min=1, help="Episodes at once."),
+           out: Optional[Path] = typer.Option(None, help="Folder for the expert's trajectory files."),
+           json_out: bool = JsonOption):
+    """Run the scripted expert on tasks through the agent loop and check that it solves them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agent.runner import run_task
+    from skillworld.expert import ExpertModel
+    from skillworld.generate import generate as make
+
+    tasks = [make(f, s) for f in _families(families) for s in _seeds(seeds)]
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+
+    def one(wt):
+        path = out / f"{wt.id}.json" if out else None
+        return wt, run_task(wt.task(), ExpertModel(wt), sandbox=sandbox, trajectory_path=path)
+
+    rows = []
+    with _bar() as bar, ThreadPoolExecutor(max_workers=workers) as pool:
+        job = bar.add_task("expert", total=len(tasks))
+        for wt, res in pool.map(one, tasks):
+            rows.append({"task": wt.id, "family": wt.family, "success": res.success, "steps": res.steps,
+                         "exit_status": res.exit_status})
+            bar.advance(job)
+    solved = sum(r["success"] for r in rows)
+    if json_out:
+        console.print_json(json.dumps(rows))
+    else:
+        console.print(f"expert solved {solved}/{len(rows)}")
+    if solved != len(rows):
+        raise typer.Exit(1)
+
+
+@app.command("train-policy")
+def train_policy_cmd(home: Optional[str] = HomeOption, store: Optional[str] = StoreOption,
+                     out: Optional[Path] = typer.Option(None, help="Model folder (default: the home's models/skillworld-tiny)."),
+                     steps: Optional[int] = typer.Option(None, min=1, help="Training steps (default: the recipe's)."),
+                     size: Optional[str] = typer.Option(None, help="micro, tiny (default) or small."),
+                     seed: int = typer.Option(0, help="Seed of the whole recipe."),
+                     force: bool = typer.Option(False, help="Retrain even if the model exists.")):
+    """Train the tiny policy by behaviour cloning of the expert (cached; --force retrains)."""
+    import shutil
+    from dataclasses import replace
+
+    from skillworld.default_model import POLICY_NAME, RECIPE, ensure_policy, training_episodes
+    from skillworld.policy.train import train_policy
+
+    settings = settings_from(home, store)
+    config = replace(RECIPE, seed=seed, **{k: v for k, v in {"steps": steps, "size": size}.items() if v is not None})
+    if out is None:
+        target = settings.models / POLICY_NAME
+        if force:
+            shutil.rmtree(target, ignore_errors=True)
+        path = ensure_policy(settings.models, config=config)
+    else:
+        records = training_episodes(settings.models)
+        train_policy(records, out, config)
+        path = out
+    report = json.loads((path / "training.json").read_text())
+    console.print(f"policy at {path}: {report['parameters']:,} parameters, loss {report['first_loss']:.3f} → "
+                  f"{report['final_loss']:.3f} in {report['seconds']:.0f} s")
+
+
+@app.command("eval")
+def eval_cmd(model: str = typer.Option("skillworld-tiny", help="expert, skillworld-tiny, or hf:<folder>."),
+             condition: list[str] = typer.Option(["none"], help="none, context, parametric or both; repeatable."),
+             families: Optional[list[str]] = FamiliesOption,
+             episodes: int = typer.Option(10, min=1, help="Held-out episodes per family and condition."),
+             workers: int = typer.Option(2, min=1, help="Episodes at once, each in its own sandbox."),
+             hypernet: Optional[Path] = typer.Option(None, help="Hypernetwork checkpoint (default: the bundled one)."),
+             sandbox: str = typer.Option("docker", help="docker or bwrap."),
+             home: Optional[str] = HomeOption, store: Optional[str] = StoreOption, json_out: bool = JsonOption):
+    """Success rate with 95% Wilson interval and mean steps, per family group and condition; stored as scores."""
+    from skillworld.evaluate import CONDITIONS, AdapterCache, ThreadModels, cells, run_eval
+
+    bad = [c for c in condition if c not in CONDITIONS]
+    if bad:
+        raise fail(f"unknown condition {bad[0]!r}; choose from {', '.join(CONDITIONS)}", 2)
+    settings = settings_from(home, store)
+    fams = _families(families)
+    factory, policy = _model_factory(model, settings.models)
+    adapters = None
+    if any(c in ("parametric", "both") for c in condition):
+        if policy is None:
+            raise fail("parametric conditions need a local policy (skillworld-tiny or hf:<folder>)", 2)
+        if hypernet is None:
+            from skillworld.default_model import ensure_hypernet
+
+            hypernet = ensure_hypernet(settings.models)
+        adapters = AdapterCache(hypernet, policy)
+    results = []
+    with _bar() as bar:
+        for cond in condition:
+            job = bar.add_task(f"{model} · {cond}", total=episodes * len(fams))
+            results += run_eval(factory if model == "expert" else ThreadModels(factory), cond, fams, episodes,
+                                workers=workers, adapters=adapters, sandbox=sandbox,
+                                on_result=lambda r, j=job: bar.advance(j))
+    table = cells(results, "group") + cells(results, "family")
+    _store_scores(settings, model, condition, table, episodes)
+    rows = [{"name": c.name, "condition": c.condition, "success": c.rate, "ci95": list(c.interval),
+             "episodes": c.episodes, "mean_steps": c.mean_steps} for c in table]
+    if json_out:
+        console.print_json(json.dumps(rows))
+        return
+    view = Table(title=f"SkillWorld · {model}")
+    for col in ("families", "condition", "success", "95% CI", "episodes", "mean steps"):
+        view.add_column(col)
+    for r in rows:
+        view.add_row(r["name"], r["condition"], f"{r['success']:.0%}", f"{r['ci95'][0]:.0%}–{r['ci95'][1]:.0%}",
+                     str(r["episodes"]), f"{r['mean_steps']:.1f}")
+    console.print(view)
+
+
+def _model_factory(name: str, models_dir: Path):
+    """(task -> model, local policy folder or None)."""
+    if name == "expert":
+        from skillworld.expert import ExpertModel
+
+        return ExpertModel, None
+    from agent.models.factory import make_model
+
+    if name == "skillworld-tiny":
+        from skillworld.default_model import ensure_policy
+
+        folder = ensure_policy(models_dir)
+        return (lambda: make_model(f"hf:{folder}")), folder
+    folder = Path(name[3:]) if name.startswith("hf:") else None
+    return (lambda: make_model(name, models_dir=models_dir)), folder
+
+
+def _store_scores(settings, model: str, conditions: list[str], table, episodes: int) -> None:
+    """One eval session; each cell a score row whose subject is the session's checkpoint (the
+    model named in the session's config)."""
+    from skills.store import Store
+
+    st = Store(settings.store_url, settings.artifacts)
+    session = st.start_session("world-eval", {"model": model, "conditions": conditions, "episodes": episodes})
+    sid = session.id if hasattr(session, "id") else int(session)
+    for c in table:
+        st.add_score("checkpoint", sid, c.name, c.rate, c.episodes, condition=c.condition, session_id=sid)
+    st.end_session(sid, {"cells": len(table)})
+
+
+def _bar() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console)

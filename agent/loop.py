@@ -1,0 +1,170 @@
+"""The agent loop: ask the model for one bash command, run it in the sandbox, show it the result.
+
+Control flow is by exceptions: a step either returns normally or raises FormatProblem (the
+reply had no usable command: tell the model and go on) or AgentExit (submitted, a limit was
+reached, the model or sandbox failed: stop). Limits are checked before every model call, so
+no call is paid for that the run cannot use.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from agent import prompts
+from agent.models.base import Model, ModelError
+from agent.task import Limits
+from sandbox.base import ExecResult, Sandbox, SandboxError
+
+SUBMITTED = "Submitted"
+STEP_LIMIT = "StepLimit"
+TIME_LIMIT = "TimeLimit"
+COST_LIMIT = "CostLimit"
+FORMAT_ERRORS = "FormatErrors"
+MODEL_ERROR = "ModelError"
+SANDBOX_ERROR = "SandboxError"
+
+
+@dataclass
+class Step:
+    """What one model call led to, for live views and logs."""
+
+    number: int
+    reply: str
+    command: str | None = None
+    result: ExecResult | None = None
+    format_error: bool = False
+    cost: float = 0.0  # total so far
+    elapsed: float = 0.0
+
+
+@dataclass
+class LoopResult:
+    exit_status: str
+    detail: str
+    steps: int
+    cost: float
+    elapsed: float
+    messages: list[dict] = field(default_factory=list)
+
+
+class AgentExit(Exception):
+    def __init__(self, status: str, detail: str = ""):
+        super().__init__(f"{status}: {detail}" if detail else status)
+        self.status, self.detail = status, detail
+
+
+class FormatProblem(Exception):
+    """The reply held no single command; the model is told and the loop goes on."""
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        model: Model,
+        sandbox: Sandbox,
+        limits: Limits,
+        *,
+        max_format_errors: int = 3,
+        on_step: Callable[[Step], None] | None = None,
+    ):
+        self.model, self.sandbox, self.limits = model, sandbox, limits
+        self.max_format_errors = max_format_errors
+        self.on_step = on_step
+        self.messages: list[dict] = []
+        self.steps = 0
+        self.cost = 0.0
+        self.format_errors = 0  # consecutive
+        self.usage: dict[str, int] = {}  # token counts summed over calls, as the backend reports them
+        self._start = 0.0
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self._start
+
+    def run(self, instruction: str, skills: Sequence[tuple[str, str]] = ()) -> LoopResult:
+        self._start = time.monotonic()
+        self.messages = [
+            {"role": "system", "content": prompts.system_prompt()},
+            {"role": "user", "content": prompts.instance_prompt(instruction, skills)},
+        ]
+        while True:
+            try:
+                step = self.step()
+                self.format_errors = 0
+            except FormatProblem:
+                self.format_errors += 1
+                step = Step(self.steps, self.messages[-2].get("content") or "", format_error=True)
+            except AgentExit as done:
+                return LoopResult(done.status, done.detail, self.steps, self.cost, self.elapsed, self.messages)
+            step.cost, step.elapsed = self.cost, self.elapsed
+            if self.on_step is not None:
+                self.on_step(step)
+
+    def check_limits(self) -> None:
+        lim = self.limits
+        if self.steps >= lim.steps:
+            raise AgentExit(STEP_LIMIT, f"{self.steps} model calls")
+        if self.elapsed >= lim.wall_time:
+            raise AgentExit(TIME_LIMIT, f"{self.elapsed:.0f}s of {lim.wall_time:.0f}s")
+        if lim.cost > 0 and self.cost >= lim.cost:
+            raise AgentExit(COST_LIMIT, f"${self.cost:.4f} of ${lim.cost:.4f}")
+        if 0 < self.max_format_errors <= self.format_errors:
+            raise AgentExit(FORMAT_ERRORS, f"{self.format_errors} malformed replies in a row")
+
+    def step(self) -> Step:
+        self.check_limits()
+        try:
+            reply = self.model.query(self.messages)
+        except ModelError as exc:
+            raise AgentExit(MODEL_ERROR, str(exc)) from exc
+        self.steps += 1
+        self.cost += reply.cost
+        for key, value in reply.usage.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.usage[key] = self.usage.get(key, 0) + value
+        if reply.tool_command is not None:
+            command = reply.tool_command
+            self.messages.append(_tool_call_message(reply.content, command, reply.tool_call_id))
+        else:
+            self.messages.append({"role": "assistant", "content": reply.content})
+            try:
+                command = prompts.parse_action(reply.content)
+            except prompts.FormatError as exc:
+                self.messages.append({"role": "user", "content": str(exc)})
+                raise FormatProblem() from exc
+        if prompts.is_submit(command):
+            if self.on_step is not None:
+                self.on_step(Step(self.steps, reply.content, command, cost=self.cost, elapsed=self.elapsed))
+            raise AgentExit(SUBMITTED)
+        result = self._execute(command)
+        text = prompts.observation(result.output, result.returncode, result.timed_out, result.elided)
+        if reply.tool_command is not None:
+            self.messages.append({"role": "tool", "tool_call_id": reply.tool_call_id, "content": text})
+        else:
+            self.messages.append({"role": "user", "content": text})
+        return Step(self.steps, reply.content, command, result)
+
+    def _execute(self, command: str) -> ExecResult:
+        # A command may not outlive the run's wall time: it is cut at whichever ends first.
+        remaining = self.limits.wall_time - self.elapsed
+        timeout = max(1.0, min(self.limits.command_timeout, remaining))
+        try:
+            return self.sandbox.execute(command, timeout=timeout)
+        except SandboxError as exc:
+            raise AgentExit(SANDBOX_ERROR, str(exc)) from exc
+
+
+def _tool_call_message(content: str, command: str, call_id: str | None) -> dict:
+    return {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+            }
+        ],
+    }

@@ -1,0 +1,34 @@
+"""One string names a model: `hf:<folder>`, `replay:<file.json>`, a folder name under the models
+directory (the bundled tiny policy is found this way), or else a litellm model string."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agent.models.base import Model, ModelError
+
+
+def make_model(spec: str, *, models_dir: Path | None = None, **kwargs: Any) -> Model:
+    """Builds the model a spec names; keyword arguments go to the backend's constructor."""
+    spec = spec.strip()
+    if not spec:
+        raise ModelError("empty model name")
+    if spec.startswith("hf:"):
+        from agent.models.hf_model import HFModel
+
+        return HFModel(spec[3:], **kwargs)
+    if spec.startswith("replay:"):
+        from agent.models.replay_model import ReplayModel
+
+        return ReplayModel.from_file(spec[len("replay:"):])
+    if models_dir is not None and "/" not in spec and (Path(models_dir) / spec / "config.json").is_file():
+        from agent.models.hf_model import HFModel
+
+        return HFModel(Path(models_dir) / spec, **kwargs)
+    from agent.models.litellm_model import LitellmModel
+
+    try:
+        return LitellmModel(spec, **kwargs)
+    except ModelError as exc:
+        where = f", no model folder {Path(models_dir) / spec}" if models_dir is not None else ""
+        raise ModelError(f"unknown model {spec!r}: not hf:<folder> or replay:<file>{where}, and {exc}") from exc

@@ -1,0 +1,164 @@
+"""Local transformers causal LMs (`hf:<path>`) that take PEFT LoRA adapters.
+
+One adapter is active at a time: loading wraps the base in a PeftModel, unloading strips the
+LoRA layers again without merging them, so the base weights are never changed and outputs
+after unloading equal those before loading.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.models.base import ModelError, ModelReply
+
+# Used when a tokenizer has no chat template: short role tags the bundled tiny policy is trained on.
+PLAIN_ROLE_TAGS = {"system": "<|system|>", "user": "<|user|>", "assistant": "<|assistant|>", "tool": "<|tool|>"}
+
+
+def plain_chat_text(messages: list[dict], add_generation_prompt: bool = True) -> str:
+    parts = [f"{PLAIN_ROLE_TAGS.get(m['role'], '<|' + m['role'] + '|>')}\n{m.get('content') or ''}\n" for m in messages]
+    if add_generation_prompt:
+        parts.append(f"{PLAIN_ROLE_TAGS['assistant']}\n")
+    return "".join(parts)
+
+
+class HFModel:
+    """A causal LM loaded from a local folder; greedy decoding unless temperature > 0.
+
+    max_context: tokens the prompt plus reply may use (default: the model's position limit).
+    Older turns are dropped first; the system prompt and the task message always stay.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        device: str | None = None,
+        max_new_tokens: int = 256,
+        max_context: int | None = None,
+        temperature: float = 0.0,
+        dtype: str | None = None,
+        seed: int = 0,
+    ):
+        import torch
+        from transformers import AutoTokenizer
+
+        self.path = Path(path).expanduser()
+        if not (self.path / "config.json").is_file():
+            raise ModelError(f"hf:{path}: no config.json there; give the folder of a saved transformers model")
+        self.name = f"hf:{self.path}"
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.seed = seed
+        self.dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"{self.name}: cannot load tokenizer: {exc}") from exc
+        self._base = self._load_base()
+        self._model = self._base
+        self.adapter_dir: Path | None = None
+        limit = getattr(self._base.config, "max_position_embeddings", None) or 2048
+        self.max_context = min(max_context or limit, limit)
+        if self.max_new_tokens >= self.max_context:
+            raise ModelError(f"{self.name}: max_new_tokens {max_new_tokens} leaves no room in a {self.max_context}-token context")
+
+    def _load_base(self):
+        from transformers import AutoModelForCausalLM
+
+        try:
+            model = AutoModelForCausalLM.from_pretrained(self.path, dtype=self.dtype).to(self.device)
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"{self.name}: cannot load model: {exc}") from exc
+        return model.eval()
+
+    # -- adapters -------------------------------------------------------------------------
+
+    def load_adapter(self, adapter_dir: Path) -> None:
+        """Activates a PEFT LoRA adapter folder, replacing any active one."""
+        from peft import PeftModel
+
+        from hypernet.peft_io import BaseMismatchError, check_base
+
+        adapter_dir = Path(adapter_dir)
+        if not (adapter_dir / "adapter_config.json").is_file():
+            raise ModelError(f"{adapter_dir}: not a PEFT adapter folder (no adapter_config.json)")
+        self.unload_adapter()
+        try:
+            check_base(adapter_dir, self._base)
+        except BaseMismatchError as exc:
+            raise ModelError(f"adapter does not fit {self.name}: {exc}") from exc
+        try:
+            self._model = PeftModel.from_pretrained(self._base, str(adapter_dir), is_trainable=False)
+        except (RuntimeError, ValueError, KeyError) as exc:
+            # PEFT injects its layers before it finds the shapes wrong, leaving the base altered:
+            # reload it so a refused adapter leaves no trace.
+            self._base = self._model = self._load_base()
+            raise ModelError(f"{adapter_dir}: adapter does not fit {self.name}: {exc}") from exc
+        self._model.eval()
+        self.adapter_dir = adapter_dir
+
+    def unload_adapter(self) -> None:
+        if self.adapter_dir is None:
+            return
+        self._base = self._model.unload()
+        self._model = self._base
+        self.adapter_dir = None
+
+    # -- generation -----------------------------------------------------------------------
+
+    def render(self, messages: list[dict]) -> str:
+        """The prompt text for messages, with the generation prompt appended."""
+        plain = [{"role": m["role"], "content": m.get("content") or ""} for m in messages]
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(plain, tokenize=False, add_generation_prompt=True)
+        return plain_chat_text(plain)
+
+    def prompt_ids(self, messages: list[dict]) -> tuple[list[int], int]:
+        """Token ids of the prompt that fits the context, and how many messages were dropped."""
+        budget = self.max_context - self.max_new_tokens
+        head, turns = messages[:2], list(messages[2:])
+        dropped = 0
+        while True:
+            ids = self._encode(self.render(head + turns))
+            if len(ids) <= budget or not turns:
+                break
+            # Drop the oldest exchange whole, so a reply is never left without what it answered.
+            cut = 2 if len(turns) > 2 else 1
+            turns, dropped = turns[cut:], dropped + cut
+        if len(ids) > budget:  # the task message alone is too long: keep its most recent end
+            ids = ids[-budget:]
+        return ids, dropped
+
+    def _encode(self, text: str) -> list[int]:
+        # Templates already carry their special tokens; adding more would double the BOS.
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def query(self, messages: list[dict]) -> ModelReply:
+        import torch
+
+        ids, dropped = self.prompt_ids(messages)
+        if not ids:
+            raise ModelError(f"{self.name}: empty prompt")
+        input_ids = torch.tensor([ids], device=self.device)
+        sampling = self.temperature > 0
+        if sampling:
+            torch.manual_seed(self.seed)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        with torch.no_grad():
+            out = self._model.generate(
+                input_ids=input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                max_new_tokens=self.max_new_tokens,
+                do_sample=sampling,
+                temperature=self.temperature if sampling else None,
+                top_p=None,
+                top_k=None,
+                pad_token_id=pad,
+            )
+        new = out[0, input_ids.shape[1]:].tolist()
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        usage = {"prompt_tokens": len(ids), "completion_tokens": len(new), "dropped_messages": dropped}
+        if self.adapter_dir is not None:
+            usage["adapter"] = str(self.adapter_dir)
+        return ModelReply(content=text, usage=usage)

@@ -1,0 +1,194 @@
+"""One task, start to verdict: materialize the repo, open a sandbox, set up, run the loop, test.
+
+The verdict is the task's own test command run in the sandbox after the agent stops, whatever
+made it stop: exit 0 is success and reward 1.0, anything else 0.0.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from agent.loop import SANDBOX_ERROR, AgentLoop, Step
+from agent.models.base import AdapterModel, Model, ModelError
+from agent.task import Task
+from agent.trajectory import TrajectoryWriter
+from sandbox.base import Sandbox, SandboxError, SandboxLimits, open_sandbox
+
+SETUP_FAILED = "SetupFailed"
+
+# Keys the runner writes into a trajectory's info block; callers' `info` may not shadow them.
+RESERVED_INFO = frozenset(
+    {"task", "model", "sandbox", "adapters", "skills", "limits", "started_at", "timings", "cost", "steps",
+     "exit_status", "exit_detail", "patch", "test", "reward", "success", "usage"}
+)
+
+
+class AdapterUnsupported(ModelError):
+    """An adapter was given for a model that cannot take one (a hosted model, a replay)."""
+
+
+@dataclass
+class RunResult:
+    task_id: str
+    success: bool
+    reward: float
+    exit_status: str
+    patch: str
+    test_output: str
+    steps: int
+    cost: float
+    elapsed: float
+    trajectory_path: Path | None
+    messages: list[dict] = field(default_factory=list)
+    test_returncode: int | None = None
+    exit_detail: str = ""
+
+
+def run_task(
+    task: Task,
+    model: Model,
+    *,
+    sandbox: str = "docker",
+    skills: Sequence[tuple[str, str]] = (),
+    adapter_dir: Path | None = None,
+    trajectory_path: Path | None = None,
+    info: Mapping[str, Any] | None = None,
+    image: str | None = None,
+    on_step: Callable[[Step], None] | None = None,
+) -> RunResult:
+    """Runs the agent on a task and judges it with the task's test command.
+
+    Raises SandboxUnavailable when the backend is missing, AdapterUnsupported when adapter_dir
+    is given for a model that cannot take it; everything that happens inside the run (limits,
+    model failures, a failing setup) ends up in the result's exit_status instead.
+    """
+    clash = RESERVED_INFO.intersection(info or {})
+    if clash:
+        raise ValueError(f"info keys {sorted(clash)} are written by the runner itself")
+    if adapter_dir is not None and not isinstance(model, AdapterModel):
+        raise AdapterUnsupported(f"model {model.name} cannot take LoRA adapters; use an hf:<path> model for {adapter_dir}")
+    writer = TrajectoryWriter(trajectory_path, {**(info or {}), **_start_info(task, model, sandbox, skills, adapter_dir)})
+    started = time.monotonic()
+    timings: dict[str, float] = {}
+    if adapter_dir is not None:
+        model.load_adapter(Path(adapter_dir))
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"skillgraft-{task.id}-") as tmp:
+            repo = task.materialize(Path(tmp) / "repo")
+            limits = SandboxLimits(command_timeout=task.limits.command_timeout, network=task.network)
+            with open_sandbox(sandbox, repo, limits, image=image) as box:
+                timings["open"] = time.monotonic() - started
+                return _run_in(box, task, model, skills, writer, timings, started, on_step)
+    finally:
+        if adapter_dir is not None:
+            model.unload_adapter()
+
+
+def _run_in(
+    box: Sandbox,
+    task: Task,
+    model: Model,
+    skills: Sequence[tuple[str, str]],
+    writer: TrajectoryWriter,
+    timings: dict[str, float],
+    started: float,
+    on_step: Callable[[Step], None] | None,
+) -> RunResult:
+    mark = time.monotonic()
+    setup_failure = _setup(box, task)
+    timings["setup"] = time.monotonic() - mark
+    loop = AgentLoop(model, box, task.limits, on_step=_saving(writer, lambda: loop, on_step))
+    if setup_failure is None:
+        mark = time.monotonic()
+        outcome = loop.run(task.instruction, skills)
+        timings["agent"] = time.monotonic() - mark
+        status, detail, messages = outcome.exit_status, outcome.detail, outcome.messages
+    else:
+        status, detail, messages = SETUP_FAILED, setup_failure, []
+    mark = time.monotonic()
+    returncode, test_output = _test(box, task)
+    timings["test"] = time.monotonic() - mark
+    try:
+        patch = box.diff()
+    except SandboxError as exc:
+        patch, status, detail = "", SANDBOX_ERROR, str(exc)
+    success = returncode == 0
+    timings["total"] = time.monotonic() - started
+    result = RunResult(
+        task_id=task.id,
+        success=success,
+        reward=1.0 if success else 0.0,
+        exit_status=status,
+        exit_detail=detail,
+        patch=patch,
+        test_output=test_output,
+        test_returncode=returncode,
+        steps=loop.steps,
+        cost=loop.cost,
+        elapsed=timings["total"],
+        trajectory_path=writer.path,
+        messages=messages,
+    )
+    writer.update(
+        exit_status=status,
+        exit_detail=detail,
+        steps=loop.steps,
+        cost=loop.cost,
+        usage=dict(loop.usage),
+        timings={k: round(v, 3) for k, v in timings.items()},
+        patch=patch,
+        test={"command": task.test, "returncode": returncode, "output": test_output, "passed": success},
+        reward=result.reward,
+        success=success,
+    )
+    writer.write(messages)
+    return result
+
+
+def _setup(box: Sandbox, task: Task) -> str | None:
+    """Runs the setup commands; the failing command and its output, or None when all passed."""
+    for command in task.setup:
+        res = box.execute(command, timeout=task.limits.command_timeout)
+        if res.returncode != 0:
+            return f"setup command {command!r} exited {res.returncode}:\n{res.output}"
+    return None
+
+
+def _test(box: Sandbox, task: Task) -> tuple[int | None, str]:
+    try:
+        res = box.execute(task.test, timeout=task.limits.command_timeout)
+    except SandboxError as exc:
+        return None, f"test command could not run: {exc}"
+    note = "\n[test command timed out]" if res.timed_out else ""
+    return res.returncode, res.output + note
+
+
+def _saving(writer: TrajectoryWriter, current: Callable[[], AgentLoop], on_step):
+    """The step callback that rewrites the trajectory before handing the step on."""
+
+    def after(step: Step) -> None:
+        loop = current()
+        writer.update(steps=step.number, cost=step.cost, usage=dict(loop.usage))
+        writer.write(loop.messages)
+        if on_step is not None:
+            on_step(step)
+
+    return after
+
+
+def _start_info(task: Task, model: Model, sandbox: str, skills, adapter_dir) -> dict:
+    return {
+        "task": {"id": task.id, "family": task.family, "tags": list(task.tags), "source": task.source,
+                 "instruction": task.instruction},
+        "model": model.name,
+        "sandbox": sandbox,
+        "adapters": [str(adapter_dir)] if adapter_dir is not None else [],
+        "skills": [name for name, _ in skills],
+        "limits": asdict(task.limits),
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }

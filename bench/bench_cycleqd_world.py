@@ -1,0 +1,189 @@
+"""CycleQD's final merge against the experts it started from, and the paper's ablations.
+
+    python -m bench.bench_cycleqd_world --mode synthetic [--generations 30] [--children 2] [--seeds 3]
+    python -m bench.bench_cycleqd_world --mode skillworld --policy PATH \\
+        --experts G1=ADAPTER_DIR --experts G2=... --experts G3=... \\
+        --groups G1=family,family --groups G2=... --groups G3=... [--eval-tasks 4] [--sandbox docker]
+
+Each row is one CycleQD configuration run at the same budget (generations x children) from the
+same experts; after the search the best elite of each archive is merged (softmax of qualities)
+and scored on the validation sets. Rows: the paper's default (cyclic quality, elite sampling,
+SVD mutation), MAP-Elites with a fixed quality task, uniform sampling, and no / Gaussian /
+rescaling-SVD mutation. Baselines measured side by side: each expert's average over tasks and
+the best single checkpoint (starting or found).
+
+synthetic: the known fitness of evolve.cycleqd.evaluators (each task lives in its own modules;
+an expert scores e^-1 on the others), averaged over --seeds worlds. skillworld: the agent with
+each adapter on held-out SkillWorld tasks of each family group, in sandboxes; it needs a
+trained policy and one expert adapter per group (for example the group's recipe skills
+compiled by the hypernetwork), which this script does not train.
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ABLATIONS = [
+    ("CycleQD (cyclic, elite, SVD)", {}),
+    ("MAP-Elites, fixed quality", {"fixed_quality": "<first>"}),
+    ("uniform sampling", {"sampling": "uniform"}),
+    ("no mutation", {"mutation": "none"}),
+    ("Gaussian mutation", {"mutation": "gaussian"}),
+    ("SVD rescale mutation", {"mutation": "svd_rescale"}),
+]
+
+
+def _mean(scores: dict) -> float:
+    return float(np.mean(list(scores.values())))
+
+
+def experiment(store, checkpoints: list, tasks: list[str], evaluator, validator, *, generations: int, children: int,
+               seed: int, names: dict) -> dict:
+    """Runs every row on one store and returns {row: figures} plus the baselines."""
+    from evolve.cycleqd import CycleQDConfig, merge_and_promote, run_cycleqd
+    from evolve.cycleqd.candidate import Candidate
+    from evolve.cycleqd.persistence import RunRecorder, score_candidates
+
+    recorder = RunRecorder(store)
+    like = recorder.info(checkpoints[0])
+
+    def validate(adapter_ids: list) -> list[dict]:
+        subjects = [Candidate.of(recorder.delta(i), adapter_id=i) for i in adapter_ids]
+        return score_candidates(recorder, validator, subjects, tasks, like, namespace="validation")[0]
+
+    expert_scores = dict(zip((names[c] for c in checkpoints), validate(checkpoints)))
+    rows = {}
+    found_best = (None, -1.0)
+    for label, overrides in ABLATIONS:
+        kw = dict(overrides)
+        if kw.get("fixed_quality") == "<first>":
+            kw["fixed_quality"] = tasks[0]
+        config = CycleQDConfig(generations=generations, children_per_generation=children, seed=seed, **kw)
+        t0 = time.perf_counter()
+        result = run_cycleqd(store, checkpoints, tasks, evaluator, config)
+        outcome = merge_and_promote(store, result, validator, promote=False)
+        last = result.history[-1]
+        elites = sorted({e.adapter_id for a in result.archives.values() for e in a.elites.values()})
+        for adapter_id, s in zip(elites, validate(elites)):
+            if _mean(s) > found_best[1]:
+                found_best = (adapter_id, _mean(s))
+        rows[label] = {"merge": _mean(outcome.candidate_scores), "merge_scores": outcome.candidate_scores,
+                       "qd_score": last.qd_score, "coverage": last.coverage,
+                       "best": {t: a.best_quality for t, a in last.archives.items()},
+                       "seconds": time.perf_counter() - t0}
+    recorder.close()
+    return {"experts": expert_scores, "best_single": found_best[1], "rows": rows}
+
+
+def synthetic_trial(root: Path, seed: int, generations: int, children: int) -> dict:
+    from evolve.cycleqd import synthetic_world
+    from hypernet.peft_io import save_adapter
+    from skills.store import Store
+
+    tasks = ["group-a", "group-b", "group-c"]
+    world = synthetic_world(tasks, seed=seed)
+    store = Store(f"sqlite:///{root / 'store.db'}", root / "artifacts")
+    ids, names = [], {}
+    for task, delta in world.experts.items():
+        folder = save_adapter(delta, root / "experts" / task, base_model_name="synthetic", fingerprint="synthetic")
+        rank = max(lr.rank for lr in delta.values())
+        rec = store.add_adapter(folder, "checkpoint", "synthetic", rank, float(rank), ["q_proj"], {"expert": task},
+                                name=f"expert-{task}")
+        ids.append(rec.id)
+        names[rec.id] = f"expert {task}"
+    try:
+        return experiment(store, ids, tasks, world.evaluator, world.evaluator, generations=generations,
+                          children=children, seed=seed, names=names)
+    finally:
+        store.close()
+
+
+def skillworld_trial(root: Path, args) -> dict:
+    from agent.models.factory import make_model
+    from evolve.cycleqd import AgentEvaluator
+    from hypernet.peft_io import read_info
+    from skills.store import Store
+    from skillworld.generate import HELDOUT_START, generate
+
+    groups = {g.split("=", 1)[0]: g.split("=", 1)[1].split(",") for g in args.groups}
+    experts = dict(e.split("=", 1) for e in args.experts)
+    if set(groups) != set(experts) or len(groups) < 3:
+        raise SystemExit("give --groups and --experts for the same three or more group names")
+    store = Store(f"sqlite:///{root / 'store.db'}", root / "artifacts")
+    ids, names = [], {}
+    for group, folder in experts.items():
+        info = read_info(folder)
+        rec = store.add_adapter(Path(folder), "checkpoint", info.fingerprint or "", info.rank or 1, float(info.rank or 1),
+                                info.target_modules, {"expert": group}, name=f"expert-{group}")
+        ids.append(rec.id)
+        names[rec.id] = f"expert {group}"
+
+    def tasks_for(offset: int) -> dict:
+        return {g: [generate(fams[i % len(fams)], HELDOUT_START + offset + i).task() for i in range(args.eval_tasks)]
+                for g, fams in groups.items()}
+
+    def factory():
+        return make_model(f"hf:{args.policy}")
+
+    evaluator = AgentEvaluator(tasks_for(0), factory, sandbox=args.sandbox, workers=args.workers)
+    validator = AgentEvaluator(tasks_for(10_000), factory, sandbox=args.sandbox, workers=args.workers)
+    try:
+        return experiment(store, ids, list(groups), evaluator, validator, generations=args.generations,
+                          children=args.children, seed=args.seed, names=names)
+    finally:
+        evaluator.close()
+        validator.close()
+        store.close()
+
+
+def report(trials: list[dict], budget: str) -> None:
+    experts = {k: float(np.mean([_mean(t["experts"][k]) for t in trials])) for k in trials[0]["experts"]}
+    best_expert = max(experts.values())
+    best_single = float(np.mean([t["best_single"] for t in trials]))
+    print(f"budget: {budget}; figures are means over {len(trials)} trial(s); success = mean validation score over tasks")
+    for name, v in experts.items():
+        print(f"  {name:<34} {v:.3f}")
+    print(f"  {'best single checkpoint (any elite)':<34} {best_single:.3f}")
+    print(f"{'configuration':<34}{'merge avg':>10}{'vs best expert':>16}{'vs best single':>16}{'QD score':>10}{'coverage':>10}")
+    for label in trials[0]["rows"]:
+        merge = float(np.mean([t["rows"][label]["merge"] for t in trials]))
+        qd = float(np.mean([t["rows"][label]["qd_score"] for t in trials]))
+        cov = float(np.mean([t["rows"][label]["coverage"] for t in trials]))
+        print(f"{label:<34}{merge:>10.3f}{merge / best_expert:>15.2f}x{merge / best_single:>15.2f}x{qd:>10.2f}{cov:>9.1%}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mode", choices=["synthetic", "skillworld"], default="synthetic")
+    ap.add_argument("--generations", type=int, default=30)
+    ap.add_argument("--children", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=int, default=3, help="synthetic worlds to average over")
+    ap.add_argument("--policy", help="skillworld: folder of the trained policy (transformers format)")
+    ap.add_argument("--experts", action="append", default=[], help="skillworld: GROUP=ADAPTER_DIR, one per group")
+    ap.add_argument("--groups", action="append", default=[], help="skillworld: GROUP=family,family,...")
+    ap.add_argument("--eval-tasks", type=int, default=4, help="skillworld: held-out tasks per group per set")
+    ap.add_argument("--sandbox", default="docker")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(1)  # small decompositions; see bench_cycleqd_ops
+    budget = f"{args.generations} generations x {args.children} children per configuration"
+    with tempfile.TemporaryDirectory(prefix="bench-cycleqd-") as tmp:
+        if args.mode == "synthetic":
+            trials = [synthetic_trial(Path(tmp) / f"world{s}", args.seed + s, args.generations, args.children)
+                      for s in range(args.seeds)]
+        else:
+            if not args.policy:
+                raise SystemExit("--mode skillworld needs --policy, --groups and --experts")
+            trials = [skillworld_trial(Path(tmp), args)]
+        report(trials, budget)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""Does learning across sessions help? SkillWorld held-out seeds, from a store with no learned skills.
+
+Three learners run the very same sessions (same tasks, same seeds), each from its own empty store:
+learning off (run and record only), learning on with the exact low-rank EMA of ΔW, and learning on
+with the shortcut of averaging the LoRA factors A and B apart (the ablation). Printed: success
+per session with 95% intervals, the last session's ratio on/off (goal ≥ 1.3), and how far the
+factor-averaged global adapter drifts from the exact EMA of the same updates.
+
+    python -m bench.bench_learning --sessions 5 --tasks-per-session 6
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evolve.learn import EmaConfig, LearnConfig, Learner, OfflineSummariser  # noqa: E402
+from evolve.learn.curve import SessionPoint, plot_curves, wilson  # noqa: E402
+from evolve.learn.schedule import world_sessions  # noqa: E402
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sessions", type=int, default=5)
+    p.add_argument("--tasks-per-session", type=int, default=6)
+    p.add_argument("--families", nargs="+", default=["skill-only"], help="families or groups (seen, skill-only, all)")
+    p.add_argument("--skill-mode", default="parametric", choices=["context", "parametric", "both"])
+    p.add_argument("--alpha", type=float, default=0.5)
+    p.add_argument("--rank", type=int, default=16)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--models", type=Path, default=None, help="models folder (default HOME/models); trained on first use")
+    p.add_argument("--conditions", nargs="+", default=["off", "on", "on-factors"])
+    p.add_argument("--out", type=Path, default=Path("bench/out"))
+    return p.parse_args()
+
+
+def default_models() -> Path:
+    return Path(os.environ.get("SKILLGRAFT_HOME") or Path.home() / ".skillgraft").expanduser() / "models"
+
+
+def run_condition(label: str, plan, model, compiler, args, root: Path) -> list:
+    """One learner from an empty store through every session; returns the session reports."""
+    from skills.store import Store
+
+    home = root / label
+    store = Store(f"sqlite:///{home / 'store.db'}", home / "artifacts")
+    mode = "factors" if label.endswith("factors") else "exact"
+    config = LearnConfig(learning=label != "off", skill_mode=args.skill_mode,
+                         ema=EmaConfig(alpha=args.alpha, rank=args.rank, mode=mode))
+    learner = Learner(store, model, compiler, OfflineSummariser(test_command="python3 -m pytest -q"), config, home / "work")
+    reports = []
+    for i, tasks in enumerate(plan, 1):
+        t0 = time.monotonic()
+        report = learner.run_session(tasks, label=label)
+        reports.append(report)
+        learned = sum(1 for o in report.outcomes if o.learned)
+        print(f"  [{label}] session {i}: {report.successes}/{len(report.outcomes)} solved, {learned} learned, "
+              f"{time.monotonic() - t0:.0f}s", flush=True)
+    reports.append(store)  # kept for the drift measurement; popped by the caller
+    return reports
+
+
+def drift(store, compiler_rank: int, args) -> tuple[float, int]:
+    """‖ΔW_factor-EMA − ΔW_exact-EMA‖ / ‖ΔW_exact-EMA‖ over the same sequence of compiled skills."""
+    import torch
+
+    from evolve.learn.global_adapter import combine
+    from hypernet.lora import to_dense
+    from hypernet.peft_io import load_adapter
+
+    history = store.global_history()
+    updates = [rec.provenance["combined"][-1]["adapter_id"] for rec in history if rec.provenance.get("combined")]
+    if len(updates) < 2:
+        return float("nan"), len(updates)
+    exact = EmaConfig(alpha=args.alpha, rank=args.rank, mode="exact")
+    factors = EmaConfig(alpha=args.alpha, rank=args.rank, mode="factors")
+    g_exact = g_fact = None
+    for aid in updates:
+        new = load_adapter(store.adapter_path(aid))[0]
+        g_exact, _ = combine(g_exact, new, exact)
+        g_fact, _ = combine(g_fact, new, factors)
+    de, df = to_dense(g_exact), to_dense(g_fact)
+    num = sum(float(torch.linalg.norm(df[m] - de[m]) ** 2) for m in de) ** 0.5
+    den = sum(float(torch.linalg.norm(de[m]) ** 2) for m in de) ** 0.5
+    return num / max(den, 1e-12), len(updates)
+
+
+def main() -> None:
+    args = parse()
+    from agent.models.factory import make_model
+    from evolve.learn.roles import make_compiler
+    from skillworld.default_model import ensure_hypernet, ensure_policy
+    from skillworld.families import resolve
+    from skillworld.generate import HELDOUT_START, generate
+
+    models = args.models or default_models()
+    t0 = time.monotonic()
+    policy = ensure_policy(models, show_progress=False)
+    hypernet = ensure_hypernet(models, show_progress=False) if args.skill_mode != "context" else None
+    print(f"policy {policy}, hypernet {hypernet} ready in {time.monotonic() - t0:.0f}s", flush=True)
+    model = make_model(f"hf:{policy}")
+    compiler = make_compiler(hypernet, model)
+    families = resolve(args.families)
+    # Held-out seeds only, and a block of them no other bench uses.
+    plan = world_sessions(families, args.sessions, args.tasks_per_session, HELDOUT_START + 30_000 + 1_000 * args.seed,
+                          lambda f, s: generate(f, s).task(), shuffle_seed=args.seed)
+    print(f"{args.sessions} sessions x {args.tasks_per_session} tasks from {', '.join(families)}; "
+          f"skill mode {args.skill_mode}, alpha {args.alpha}, rank {args.rank}", flush=True)
+
+    results, stores = {}, {}
+    with tempfile.TemporaryDirectory(prefix="bench-learning-") as tmp:
+        for label in args.conditions:
+            print(f"condition {label}:", flush=True)
+            reports = run_condition(label, plan, model, compiler, args, Path(tmp))
+            stores[label] = reports.pop()
+            results[label] = reports
+        drift_figure = drift(stores["on"], args.rank, args) if "on" in stores and compiler is not None else None
+
+        points = {k: [SessionPoint(i + 1, r.successes, len(r.outcomes)) for i, r in enumerate(v)] for k, v in results.items()}
+        print("\nsuccess per session (95% Wilson interval)")
+        print("session  " + "  ".join(f"{k:>24}" for k in points))
+        for i in range(args.sessions):
+            cells = []
+            for k in points:
+                p = points[k][i]
+                lo, hi = wilson(p.successes, p.episodes)
+                cells.append(f"{p.successes:>2}/{p.episodes:<2} {p.rate:5.0%} [{lo:4.0%},{hi:4.0%}]")
+            print(f"{i + 1:>7}  " + "  ".join(f"{c:>24}" for c in cells))
+        last = {k: v[-1].rate for k, v in points.items()}
+        if "off" in last:
+            for k in points:
+                if k != "off":
+                    ratio = last[k] / last["off"] if last["off"] else float("inf") if last[k] else float("nan")
+                    print(f"last session, {k} / off: {ratio:.2f}x (goal >= 1.3x)  [{last[k]:.0%} vs {last['off']:.0%}]")
+        if "on" in last and "on-factors" in last:
+            print(f"last session, factor EMA vs exact EMA: {last['on-factors']:.0%} vs {last['on']:.0%}")
+        if drift_figure is not None:
+            rel, n = drift_figure
+            print(f"factor-averaged global vs exact EMA of the same {n} updates: relative ΔW error {rel:.3f}")
+        args.out.mkdir(parents=True, exist_ok=True)
+        png = plot_curves({f"learning {k}": v for k, v in points.items()}, args.out / "learning_curve.png",
+                          title=f"SkillWorld held-out ({', '.join(args.families)}), skill mode {args.skill_mode}")
+        print(f"curve: {png}")
+        for store in stores.values():
+            store.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""Store benchmark: importing, embedding and searching a library of generated skills.
+
+    python -m bench.bench_store            # 50,000 skills (about the paper's 45.8k library)
+    python -m bench.bench_store --n 2000   # a quick run
+
+Each figure is printed beside its baseline, measured in the same run:
+  import     batched transactions (and one durability barrier per batch) vs one commit per skill
+  embedding  batched encoding vs one skill at a time (skills per second)
+  retrieval  top-5 from the in-memory matrix vs recomputing from the database rows
+Baselines that would take too long at full size run on a sample and are extrapolated; the
+output says so wherever it happens.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from skills import Store
+from skills.embedder import MiniLMEmbedder, embedding_key, skill_text
+from sqlmodel import func, select
+
+from skills.schema import Embedding, SkillVersion
+
+VERBS = "fix debug speed-up migrate test refactor profile secure package document deploy parse".split()
+NOUNS = ("imports config cache schema fixtures regex retries memory layout logging threads sockets "
+         "queries auth builds wheels docker json csv dates unicode paths signals timeouts").split()
+WORDS = ("error failure slow flaky missing wrong leak crash timeout conflict mismatch encoding permission "
+         "deadlock overflow version dependency environment variable module function class test build").split()
+
+
+def p95(samples: list[float]) -> float:
+    return float(np.percentile(samples, 95))
+
+
+def generate(root: Path, n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """Writes n skill folders; returns (name, a query that should find it) for each."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        verb, noun = rng.choice(VERBS), rng.choice(NOUNS)
+        name = f"{verb}-{noun}-{i}"
+        words = rng.sample(WORDS, 4)
+        ident = f"{noun}_{verb.replace('-', '_')}_{i}"
+        description = f"How to {verb.replace('-', ' ')} {noun} when you see {words[0]} or {words[1]} errors"
+        body = (f"# {verb} {noun}\n\n1. Reproduce the {words[2]} with `pytest -k {noun}`.\n"
+                f"2. Inspect `{ident}()` for {words[3]} problems.\n3. Apply the fix and rerun the tests.\n")
+        folder = root / name
+        (folder / "scripts").mkdir(parents=True)
+        (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\n{body}")
+        (folder / "scripts" / "check.sh").write_text(f"#!/bin/sh\npytest -k {noun} -q  # {ident}\n")
+        out.append((name, f"{ident} raises {words[0]}"))
+    return out
+
+
+def bench_import(work: Path, tree: Path, n: int, sample: int, batch: int) -> Store:
+    print(f"\n== import {n:,} skills (rows + files) ==")
+    store = Store(f"sqlite:///{work / 'batched' / 'store.db'}", work / "batched" / "artifacts")
+    t0 = time.perf_counter()
+    reports = store.import_tree(tree, batch=batch)
+    batched = time.perf_counter() - t0
+    assert sum(r.status == "created" for r in reports) == n, "every generated skill must import"
+
+    sample_tree = work / "sample-tree"
+    sample_tree.mkdir()
+    for folder in sorted(tree.iterdir())[:sample]:
+        shutil.copytree(folder, sample_tree / folder.name)
+    single = Store(f"sqlite:///{work / 'single' / 'store.db'}", work / "single" / "artifacts")
+    t0 = time.perf_counter()
+    single.import_tree(sample_tree, batch=1)
+    per_skill = (time.perf_counter() - t0) / sample
+    single.close()
+    baseline = per_skill * n
+    print(f"batched ({batch} skills per transaction): {batched:8.1f} s  ({n / batched:,.0f} skills/s)   goal <= 60 s: "
+          f"{'met' if batched <= 60 else 'NOT met'}")
+    print(f"one commit per skill:                  {baseline:8.1f} s  ({1 / per_skill:,.0f} skills/s)   "
+          f"[measured on {sample:,} skills, extrapolated to {n:,}]")
+    print(f"speed-up: {baseline / batched:.1f}x")
+    return store
+
+
+def bench_embedding(store: Store, embedder: MiniLMEmbedder, sample: int, single_sample: int) -> float:
+    print(f"\n== embedding (all-MiniLM-L6-v2, CPU) ==")
+    versions = store.latest_versions()[:sample]
+    texts = [skill_text(v.skill_name, v.description, v.body) for v in versions]
+    embedder.encode(texts[:8])  # load the model outside the timings
+    t0 = time.perf_counter()
+    store.retriever.embed_texts(texts, batch_size=64)  # encodes in batches and stores in the cache
+    batched_rate = len(texts) / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for t in texts[:single_sample]:
+        embedder.encode([t])
+    single_rate = single_sample / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    store.retriever.embed_texts(texts)
+    cached_rate = len(texts) / (time.perf_counter() - t0)
+    print(f"batched (64 per call, stored in the cache): {batched_rate:8.1f} skills/s   [{len(texts):,} skills]")
+    print(f"one skill per call:                         {single_rate:8.1f} skills/s   [{single_sample:,} skills]")
+    print(f"speed-up: {batched_rate / single_rate:.1f}x;  already cached (read back): {cached_rate:,.0f} skills/s")
+    return batched_rate
+
+
+def fill_vectors(store: Store, embed_all: bool, rate: float) -> None:
+    """Gives every skill a cached embedding so retrieval can be timed over the whole library."""
+    versions = store.latest_versions()
+    texts = [skill_text(v.skill_name, v.description, v.body) for v in versions]
+    model = store.retriever.embedder.name
+    if embed_all:
+        t0 = time.perf_counter()
+        store.retriever.embed_texts(texts, batch_size=64)
+        print(f"embedded all {len(texts):,} skills for real in {time.perf_counter() - t0:.0f} s")
+        return
+    keys = [embedding_key(model, t) for t in texts]
+    with store.db.read() as s:
+        have = {k for (k,) in s.exec(Embedding.__table__.select().with_only_columns(Embedding.content_hash))}
+    rng = np.random.default_rng(0)
+    missing = [k for k in keys if k not in have]
+    for i in range(0, len(missing), 5000):
+        chunk = missing[i : i + 5000]
+        vectors = rng.standard_normal((len(chunk), 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        store.retriever._store_vectors(model, dict(zip(chunk, vectors)))
+    print(f"{len(have):,} skills embedded for real; {len(missing):,} given random unit vectors so search can be "
+          f"timed at full size (embedding them all would take ~{len(missing) / rate / 60:.0f} min; --embed-all does it). "
+          "The matrix product and top-k cost the same whatever the values.")
+
+
+def bench_retrieval(store: Store, queries: list[str], uncached_queries: int) -> None:
+    print(f"\n== top-5 retrieval over {store.retriever.refresh() or store.retriever._n:,} skills ==")
+    r = store.retriever
+    t0 = time.perf_counter()
+    vectors = r.embedder.encode(queries, batch_size=64)
+    for q, v in zip(queries, vectors):
+        r._queries[q] = v
+    encode_ms = (time.perf_counter() - t0) / len(queries) * 1e3
+    store.search(queries[0], k=5)  # warm up
+    warm = []
+    for q in queries:
+        t0 = time.perf_counter()
+        store.search(q, k=5)
+        warm.append((time.perf_counter() - t0) * 1e3)
+    cold = []
+    for q in queries[:uncached_queries]:
+        t0 = time.perf_counter()
+        r.rank_uncached(q, 5)
+        cold.append((time.perf_counter() - t0) * 1e3)
+    single = []
+    for q in queries[:20]:
+        r._queries.pop(q, None)
+        t0 = time.perf_counter()
+        store.search(q, k=5)
+        single.append((time.perf_counter() - t0) * 1e3)
+    print(f"cached matrix + FTS5, query embedding ready: p50 {statistics.median(warm):6.2f} ms  p95 {p95(warm):6.2f} ms"
+          f"   goal p95 <= 20 ms: {'met' if p95(warm) <= 20 else 'NOT met'}   [{len(warm)} queries]")
+    print(f"recomputed from database rows (no cache):    p50 {statistics.median(cold):6.0f} ms  p95 {p95(cold):6.0f} ms"
+          f"   [{len(cold)} queries]")
+    print(f"speed-up (p95): {p95(cold) / p95(warm):.0f}x")
+    print(f"end to end, encoding each query alone:       p50 {statistics.median(single):6.1f} ms  p95 {p95(single):6.1f} ms"
+          f"   [{len(single)} queries; batched query encoding costs {encode_ms:.1f} ms/query]")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=50_000, help="skills to generate and import")
+    ap.add_argument("--batch", type=int, default=1000, help="skills per transaction in the batched import")
+    ap.add_argument("--sample", type=int, default=500, help="skills imported one commit each (baseline, extrapolated)")
+    ap.add_argument("--embed-sample", type=int, default=512, help="skills embedded in batches for the throughput figure")
+    ap.add_argument("--single-sample", type=int, default=64, help="skills embedded one at a time (baseline)")
+    ap.add_argument("--embed-all", action="store_true", help="embed every skill for real before timing retrieval")
+    ap.add_argument("--queries", type=int, default=200, help="queries timed against the cached matrix")
+    ap.add_argument("--uncached-queries", type=int, default=5, help="queries timed without the cache (slow)")
+    ap.add_argument("--workdir", type=Path, default=None, help="where to build (default: a temp folder, removed after)")
+    args = ap.parse_args()
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-store-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        t0 = time.perf_counter()
+        labelled = generate(work / "tree", args.n)
+        print(f"generated {args.n:,} skill folders in {time.perf_counter() - t0:.1f} s (not counted)")
+        store = bench_import(work, work / "tree", args.n, min(args.sample, args.n), args.batch)
+        embedder = MiniLMEmbedder()
+        store.retriever._embedder = embedder
+        rate = bench_embedding(store, embedder, min(args.embed_sample, args.n), min(args.single_sample, args.n))
+        fill_vectors(store, args.embed_all, rate)
+        queries = [q for _, q in random.Random(1).sample(labelled, min(args.queries, args.n))]
+        bench_retrieval(store, queries, args.uncached_queries)
+        # Only skills with real embeddings can be judged (the rest hold random vectors).
+        real = {v.skill_name for v in store.latest_versions()[: (args.n if args.embed_all else args.embed_sample)]}
+        judged = [(name, q) for name, q in labelled if name in real][:50]
+        right = sum(store.search(q, k=1)[0].skill_name == name for name, q in judged)
+        print(f"sanity: '<identifier> raises <error>' queries answered first by their own skill: {right}/{len(judged)}")
+        with store.db.read() as s:
+            versions = s.exec(select(func.count()).select_from(SkillVersion)).one()
+        print(f"store: {versions:,} versions, {len(store.artifacts.hashes()):,} artifact folders; "
+              f"load average during the run {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        store.close()
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""The end of a search: merge each archive's best elite and propose the merge as the global adapter.
+
+The merge weights are softmax(quality / T) over the archives' best elites, summed exactly by
+rank concatenation and recompressed to the run's rank. The merge replaces the global adapter only
+if its mean validation score beats the current global's; the commit is optimistic, so a learner
+that moved the global meanwhile wins and the merge is reported as not accepted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from evolve.cycleqd.candidate import Candidate
+from evolve.cycleqd.persistence import RunRecorder, score_candidates
+from evolve.cycleqd.search import CycleQDResult
+from hypernet.lora import LoraDelta, concat, truncate
+
+VALIDATION = "validation"  # cache namespace: validation sets share task names with evaluation sets
+
+
+def softmax(values: Sequence[float], temperature: float = 1.0) -> np.ndarray:
+    z = np.asarray(values, dtype=np.float64) / temperature
+    z = np.exp(z - z.max())
+    return z / z.sum()
+
+
+@dataclass
+class MergeOutcome:
+    sources: dict[str, Any]  # task -> adapter id of that archive's best elite
+    weights: dict[str, float]  # task -> merge weight
+    merge_adapter_id: Any  # the merged adapter, kept in the store whether or not it is promoted
+    candidate_scores: dict[str, float]
+    global_scores: dict[str, float] | None  # None when there was no global adapter yet
+    accepted: bool
+    reason: str
+    global_adapter_id: Any = None  # the new global version when accepted
+    delta: LoraDelta | None = field(default=None, repr=False)
+
+    @property
+    def candidate_mean(self) -> float:
+        return float(np.mean(list(self.candidate_scores.values())))
+
+    @property
+    def global_mean(self) -> float | None:
+        return None if self.global_scores is None else float(np.mean(list(self.global_scores.values())))
+
+    def to_dict(self) -> dict:
+        return {
+            "sources": self.sources, "weights": self.weights, "merge_adapter_id": self.merge_adapter_id,
+            "candidate_scores": self.candidate_scores, "candidate_mean": self.candidate_mean,
+            "global_scores": self.global_scores, "global_mean": self.global_mean,
+            "accepted": self.accepted, "reason": self.reason, "global_adapter_id": self.global_adapter_id,
+        }
+
+
+def merge_best(recorder: RunRecorder, result: CycleQDResult, rank: int) -> tuple[LoraDelta, dict[str, Any], dict[str, float]]:
+    best = result.best()
+    if not best:
+        raise ValueError("every archive is empty; nothing to merge")
+    tasks = list(best)
+    weights = softmax([best[t].score(t) for t in tasks], result.config.merge_temperature)
+    deltas = [recorder.delta(best[t].adapter_id) for t in tasks]
+    merged = truncate(concat(deltas, weights.tolist()), rank)
+    return merged, {t: best[t].adapter_id for t in tasks}, {t: float(w) for t, w in zip(tasks, weights)}
+
+
+def merge_and_promote(
+    store: Any,
+    result: CycleQDResult,
+    validator: Any,
+    *,
+    promote: bool = True,
+    global_name: str = "global",
+) -> MergeOutcome:
+    """Builds the final merge, scores it and the current global on the validation sets, and commits if better."""
+    from skills.errors import StaleVersion
+
+    recorder = RunRecorder(store)
+    try:
+        state = recorder.load_run(result.run_id)[2]
+        like = recorder.info(state["checkpoints"][0])
+        merged, sources, weights = merge_best(recorder, result, int(state["rank"]))
+        candidate = Candidate.of(merged)
+        provenance = {
+            "method": "cycleqd-merge", "run_id": result.run_id, "generation": result.generation,
+            "combined": [{"adapter_id": sources[t], "weight": weights[t], "task": t} for t in sources],
+        }
+        merge_id = recorder.add_child(candidate, like, provenance, name=f"cycleqd-run{result.run_id}-merge")
+        tasks = result.tasks
+        current = store.latest_global(global_name)
+        subjects = [candidate]
+        if current is not None:
+            if like.fingerprint and current.base_fingerprint and current.base_fingerprint != like.fingerprint:
+                raise ValueError(f"the global adapter {global_name!r} belongs to another base model than the run's checkpoints")
+            subjects.append(Candidate.of(recorder.delta(current.id), adapter_id=current.id))
+        scores, _ = score_candidates(recorder, validator, subjects, tasks, like, namespace=VALIDATION)
+        candidate_scores = scores[0]
+        global_scores = scores[1] if current is not None else None
+        outcome = MergeOutcome(sources=sources, weights=weights, merge_adapter_id=merge_id,
+                               candidate_scores=candidate_scores, global_scores=global_scores,
+                               accepted=False, reason="", delta=merged)
+        if global_scores is not None and not outcome.candidate_mean > outcome.global_mean:
+            outcome.reason = f"merge scores {outcome.candidate_mean:.3f} on validation, not above the global's {outcome.global_mean:.3f}"
+            return outcome
+        if not promote:
+            outcome.reason = "merge beats the global on validation; not promoted (promotion off)"
+            return outcome
+        folder = recorder.folder(merge_id)
+        try:
+            row = store.commit_global(folder, current.id if current is not None else None,
+                                      {**provenance, "validation": {"merge": candidate_scores, "global": global_scores}},
+                                      base_fingerprint=like.fingerprint, name=global_name)
+        except StaleVersion as exc:
+            outcome.reason = f"the global adapter moved on while validating ({exc}); merge kept as adapter {merge_id}"
+            return outcome
+        outcome.accepted, outcome.global_adapter_id = True, row.id
+        outcome.reason = ("no global adapter yet; merge becomes the first" if current is None else
+                          f"merge {outcome.candidate_mean:.3f} beats global {outcome.global_mean:.3f} on validation")
+        return outcome
+    finally:
+        recorder.close()

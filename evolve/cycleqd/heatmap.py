@@ -1,0 +1,70 @@
+"""One PNG per archive: the quality of the elite in each cell over the grid of the other tasks' scores."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from evolve.cycleqd.archive import Archive
+
+
+def quality_grid(archive: Archive) -> np.ndarray:
+    """Qualities as a 2-D array (NaN where empty): rows = 2nd coordinate task, columns = 1st.
+
+    With one coordinate task the grid is a single row; with more than two, each shown cell holds
+    the best quality over the hidden coordinates.
+    """
+    bins = archive.binning.bins
+    dims = len(archive.coordinate_tasks)
+    grid = np.full((bins if dims >= 2 else 1, bins), np.nan)
+    for cell, elite in archive.elites.items():
+        x = cell[0] if dims >= 1 else 0
+        y = cell[1] if dims >= 2 else 0
+        q = archive.quality(elite)
+        if np.isnan(grid[y, x]) or q > grid[y, x]:
+            grid[y, x] = q
+    return grid
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "task"
+
+
+def write_heatmaps(archives: Mapping[str, Archive], out_dir: Path, *, prefix: str = "archive") -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never needs a display
+    import matplotlib.pyplot as plt
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    finite = [a.quality(e) for a in archives.values() for e in a.elites.values()]
+    vmin, vmax = (min(finite), max(finite)) if finite else (0.0, 1.0)
+    if vmax <= vmin:
+        vmax = vmin + 1e-9
+    paths = []
+    for task, archive in archives.items():
+        grid = quality_grid(archive)
+        coords = archive.coordinate_tasks
+        fig, ax = plt.subplots(figsize=(5.5, 4.5 if len(coords) >= 2 else 2.0), dpi=110)
+        x_lo, x_hi = archive.binning.ranges[coords[0]] if coords else (0.0, 1.0)
+        y_lo, y_hi = archive.binning.ranges[coords[1]] if len(coords) >= 2 else (0.0, 1.0)
+        image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap="viridis",
+                          vmin=vmin, vmax=vmax, extent=(x_lo, x_hi, y_lo, y_hi))
+        fig.colorbar(image, ax=ax, label=f"quality: {task} score")
+        ax.set_xlabel(f"{coords[0]} score" if coords else "")
+        if len(coords) >= 2:
+            ax.set_ylabel(f"{coords[1]} score")
+        else:
+            ax.set_yticks([])
+        hidden = f" (best over {', '.join(coords[2:])})" if len(coords) > 2 else ""
+        stats = archive.stats()
+        ax.set_title(f"{task}: {stats.elites} elites, coverage {stats.coverage:.0%}{hidden}", fontsize=9)
+        path = out_dir / f"{prefix}-{_slug(task)}.png"
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
+        paths.append(path)
+    return paths

@@ -1,0 +1,158 @@
+"""Crossover and mutation on low-rank task vectors; no d×d matrix is ever formed.
+
+A child's task vector is built as an exact rank concatenation of scaled parts and then brought
+back to rank R by `hypernet.lora.truncate` (QR of both stacks + SVD of the small core), so the
+cost per module is O(d·k²) for stacked rank k instead of O(d²) for dense task vectors.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Protocol, Sequence
+
+import numpy as np
+import torch
+
+from hypernet.lora import LoraDelta, LowRank, concat, svd, truncate
+
+Svd = Mapping[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+def crossover_weights(n: int, rng: np.random.Generator, mu: float = 1.0, sigma: float = 0.01) -> np.ndarray:
+    """ω_i ~ N(μ, σ²), returned normalised as ω_i / Σω."""
+    w = rng.normal(mu, sigma, size=n)
+    total = float(w.sum())
+    if abs(total) < 1e-12:
+        # Only reachable with μ ≈ 0, far from the paper's μ = 1; equal weights keep the child defined.
+        return np.full(n, 1.0 / n)
+    return w / total
+
+
+def crossover(
+    parents: Sequence[Mapping[str, LowRank]],
+    rng: np.random.Generator,
+    *,
+    rank: int,
+    mu: float = 1.0,
+    sigma: float = 0.01,
+    granularity: str = "model",
+) -> LoraDelta:
+    """Σ ω_i/(Σω) · τ_i, one ω per parent ("model") or drawn afresh for every module ("module")."""
+    if not parents:
+        raise ValueError("crossover needs at least one parent")
+    if granularity == "model":
+        coeffs = crossover_weights(len(parents), rng, mu, sigma)
+        return truncate(concat(parents, coeffs.tolist()), rank)
+    if granularity != "module":
+        raise ValueError(f"unknown crossover granularity {granularity!r}")
+    child: LoraDelta = {}
+    for name in _module_union(parents):
+        coeffs = crossover_weights(len(parents), rng, mu, sigma)
+        parts = [({name: p[name]}, c) for p, c in zip(parents, coeffs) if name in p]
+        child.update(truncate(concat([d for d, _ in parts], [c for _, c in parts]), rank))
+    return child
+
+
+def _module_union(deltas: Sequence[Mapping[str, LowRank]]) -> list[str]:
+    names: dict[str, None] = {}
+    for d in deltas:
+        names.update(dict.fromkeys(d))
+    return list(names)
+
+
+def _uniforms(rng: np.random.Generator, low: float, high: float, n: int, like: torch.Tensor) -> torch.Tensor:
+    return torch.from_numpy(rng.uniform(low, high, size=n)).to(like.dtype)
+
+
+def svd_expert_mutation(
+    child: Mapping[str, LowRank],
+    expert_svd: Svd,
+    rng: np.random.Generator,
+    *,
+    rank: int,
+    w_max: float = 0.1,
+) -> LoraDelta:
+    """τ + Σ_k u_k σ_k u_k v_kᵀ over the expert's singular triplets, u_k ~ U(0, w_max).
+
+    The expert is the current quality task's best elite: the child is pushed along the
+    directions that make that elite good, by at most w_max of each direction's strength.
+    """
+    push: LoraDelta = {}
+    for name, (U, S, Vh) in expert_svd.items():
+        u = _uniforms(rng, 0.0, w_max, S.shape[0], S)
+        push[name] = LowRank(B=U * (u * S), A=Vh.clone())
+    return truncate(concat([child, push], [1.0, 1.0]), rank)
+
+
+def svd_rescale_mutation(
+    child: Mapping[str, LowRank],
+    rng: np.random.Generator,
+    *,
+    rank: int,
+    w_max: float = 0.1,
+) -> LoraDelta:
+    """Rescales the child's own singular values: σ_k ← σ_k (1 + u_k), u_k ~ U(−w_max, w_max)."""
+    out: LoraDelta = {}
+    for name, (U, S, Vh) in svd(child).items():
+        keep = min(rank, S.shape[0])
+        factor = 1.0 + _uniforms(rng, -w_max, w_max, keep, S)
+        root = (S[:keep] * factor).clamp_min(0).sqrt()
+        ref = child[name]
+        out[name] = LowRank(B=(U[:, :keep] * root).to(ref.B.dtype), A=(root[:, None] * Vh[:keep]).to(ref.A.dtype))
+    return out
+
+
+def gaussian_mutation(
+    child: Mapping[str, LowRank],
+    rng: np.random.Generator,
+    *,
+    rank: int,
+    std: float = 0.05,
+) -> LoraDelta:
+    """Ablation: adds low-rank Gaussian noise G = P·Q/√k with P, Q standard normal.
+
+    Each entry of G has unit variance, scaled to `std` × the module's RMS entry of ΔW, so the
+    noise is comparable across modules of different magnitude. k = rank keeps it low rank.
+    """
+    gen = torch.Generator().manual_seed(int(rng.integers(0, 2**63 - 1)))
+    noise: LoraDelta = {}
+    for name, lr in child.items():
+        out_dim, in_dim = lr.shape
+        rms = _rms(lr)
+        k = max(1, min(rank, out_dim, in_dim))
+        P = torch.randn(out_dim, k, generator=gen, dtype=torch.float32)
+        Q = torch.randn(k, in_dim, generator=gen, dtype=torch.float32)
+        noise[name] = LowRank(B=(P * (std * rms / k**0.5)).to(lr.B.dtype), A=Q.to(lr.A.dtype))
+    return truncate(concat([child, noise], [1.0, 1.0]), rank)
+
+
+def _rms(lr: LowRank) -> float:
+    """RMS entry of B·A from tr((BᵀB)(AAᵀ)), without forming B·A."""
+    B, A = lr.B.double(), lr.A.double()
+    sq = float(torch.trace((B.T @ B) @ (A @ A.T)).clamp_min(0))
+    return (sq / (lr.shape[0] * lr.shape[1])) ** 0.5
+
+
+class Mutator(Protocol):
+    def __call__(self, child: LoraDelta, rng: np.random.Generator, expert_svd: Svd | None) -> LoraDelta: ...
+
+
+def make_mutator(name: str, *, rank: int, w_max: float = 0.1, noise_std: float = 0.05) -> Mutator:
+    """The mutation named in the config, as one callable with a shared signature."""
+
+    def svd_expert(child: LoraDelta, rng: np.random.Generator, expert_svd: Svd | None) -> LoraDelta:
+        if not expert_svd:
+            return child  # an empty archive has no expert to learn from yet
+        return svd_expert_mutation(child, expert_svd, rng, rank=rank, w_max=w_max)
+
+    def svd_rescale(child: LoraDelta, rng: np.random.Generator, expert_svd: Svd | None) -> LoraDelta:
+        return svd_rescale_mutation(child, rng, rank=rank, w_max=w_max)
+
+    def gaussian(child: LoraDelta, rng: np.random.Generator, expert_svd: Svd | None) -> LoraDelta:
+        return gaussian_mutation(child, rng, rank=rank, std=noise_std)
+
+    def none(child: LoraDelta, rng: np.random.Generator, expert_svd: Svd | None) -> LoraDelta:
+        return child
+
+    table = {"svd": svd_expert, "svd_rescale": svd_rescale, "gaussian": gaussian, "none": none}
+    if name not in table:
+        raise ValueError(f"unknown mutation {name!r}: use one of {sorted(table)}")
+    return table[name]

@@ -1,0 +1,152 @@
+"""Turning one episode's commands into a recipe for its whole family.
+
+What belongs to one task instance is what the agent could only have learned from that instance:
+words and numbers it first saw in the instruction or in an earlier command's output, and the
+repository's file paths. Those become placeholders (FILE, NAME2, LINE), the same value always
+the same placeholder, so the edit pattern survives ("range(NAME)" to "range(NAME + 1)") while
+the particulars do not. Everything else — the commands, flags and choices the agent made without
+being told — is kept, because that is the method.
+
+Placeholders are bare capitals by default: written into a shell command they stay a harmless
+word, where `<file>` would be a redirection.
+"""
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass, field
+
+from evolve.learn.episode import Episode, Step
+
+# While abstracting, a placeholder is a sentinel no pattern below can match inside (no digits,
+# NUL-delimited); it is rendered in the chosen style only at the end.
+_SENTINEL = re.compile(r"\x00([a-z]+)\x00")
+_PATH = re.compile(r"(?<![\w/.\x00-])(?:[\w.-]+/)*[\w-]+\.(?:py|txt|cfg|toml|ini|json|ya?ml|md|csv|sh)\b")
+_WORD = re.compile(r"(?<![\w\x00])[A-Za-z_][A-Za-z0-9_]*(?![\w\x00])")
+# A number stands alone, or is a sed address ("16s/…"); never part of a name.
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.\x00])\d+(?:\.\d+)?(?![0-9]|\.\d)")
+# A number given as a flag's argument ("tail -n 2", "COLUMNS=150") is a choice of method.
+_FLAG_BEFORE = re.compile(r"(?:(?:^|\s)--?[A-Za-z][\w-]*[ =]|=)$")
+# A number that addresses a line: a sed address, "line 16", "file.py:16", "-16-" in grep output.
+_LINE_AFTER = re.compile(r"^(?:,\d+)?[spdcai]\b|^[spd][/|#]")
+_LINE_BEFORE = re.compile(r"(?:\b[Ll]ine |:)$")
+
+STYLES = {"upper": "{ROLE}{n}", "angle": "<{role}{n}>"}
+
+# Words that are method, not instance: shell and Python vocabulary a recipe must keep.
+_KEEP = set(keyword.kwlist) | {
+    "python", "python3", "pytest", "pip", "git", "diff", "cat", "sed", "grep", "head", "tail", "ls", "find",
+    "echo", "printf", "awk", "nl", "wc", "cd", "cp", "mv", "rm", "mkdir", "touch", "true", "false", "test",
+    "tests", "submit", "bash", "sh", "src", "repo", "self", "cls", "print", "len", "range", "int", "str", "float",
+    "list", "dict", "set", "tuple", "bool", "open", "read", "write", "replace", "split", "join", "format",
+    "import", "return", "def", "class", "assert", "main", "name", "file", "path", "text", "line", "lines",
+    "error", "errors", "failed", "passed", "FAILED", "PASSED", "ERROR", "AssertionError", "NameError",
+    "TypeError", "ValueError", "KeyError", "AttributeError", "ImportError", "ModuleNotFoundError",
+    "SyntaxError", "IndexError", "ZeroDivisionError", "Exception", "None", "True", "False", "utf",
+    "encoding", "q", "x", "s", "n", "r", "e", "i", "v", "m", "c", "p", "g", "E", "F", "rn", "the", "a", "an",
+    "and", "or", "not", "in", "is", "of", "to", "on", "for", "with", "fix", "code", "suite", "fails",
+    "this", "that", "these", "those", "it", "its", "be", "are", "was", "were", "has", "have", "had", "do",
+    "does", "did", "can", "should", "must", "will", "one", "two", "all", "any", "each", "every", "no", "only",
+    "then", "than", "when", "where", "which", "who", "what", "why", "how", "there", "here", "from", "into",
+    "out", "up", "down", "by", "at", "as", "but", "if", "else", "so", "too", "very", "more", "most", "less",
+    "make", "makes", "run", "runs", "show", "shows", "find", "finds", "see", "use", "uses", "used", "using",
+    "again", "check", "change", "changes", "item", "items", "value", "values", "call", "calls", "loop",
+    "function", "functions", "method", "module", "modules", "package", "test_", "failing", "failure", "bug",
+    "wrong", "right", "correct", "instead", "should", "first", "last", "next", "step", "steps", "done",
+}
+_KEEP_LOWER = {w.lower() for w in _KEEP}
+_MIN_WORD = 3  # shorter words are too often generic ("id", "f") to be worth a placeholder
+
+
+@dataclass
+class Abstraction:
+    """The mapping from an episode's concrete values to placeholders, built in order of use."""
+
+    style: str = "upper"
+    placeholders: dict[str, str] = field(default_factory=dict)  # concrete value -> sentinel
+    first_seen: dict[str, str] = field(default_factory=dict)  # rendered placeholder -> where it was learned
+    _shown: dict[str, str] = field(default_factory=dict)  # sentinel -> rendered placeholder
+    _counts: dict[str, int] = field(default_factory=dict)
+
+    def name(self, value: str, role: str, where: str) -> str:
+        if value not in self.placeholders:
+            n = self._counts.get(role, 0) + 1
+            self._counts[role] = n
+            sentinel = f"\x00{''.join(chr(97 + int(d)) for d in str(len(self.placeholders)))}\x00"
+            shown = STYLES[self.style].format(ROLE=role.upper(), role=role, n="" if n == 1 else n)
+            self.placeholders[value] = sentinel
+            self._shown[sentinel] = shown
+            self.first_seen[shown] = where
+        return self.placeholders[value]
+
+    def render(self, text: str) -> str:
+        return _SENTINEL.sub(lambda m: self._shown[m.group(0)], text)
+
+
+def _seen_words(text: str) -> set[str]:
+    words = {w for w in _WORD.findall(text) if len(w) >= _MIN_WORD and w.lower() not in _KEEP_LOWER}
+    # pytest names a test after what it tests: seeing test_parse_row teaches parse_row too
+    words |= {w[5:] for w in words if w.startswith("test_") and len(w) > 5 + _MIN_WORD}
+    return words
+
+
+def _seen_numbers(text: str) -> set[str]:
+    return {n for n in _NUMBER.findall(text) if n not in ("0", "1", "-1")}
+
+
+def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str]) -> str:
+    """Replaces, in one pass each, paths, then words and numbers the agent had been shown."""
+
+    def path_sub(m: re.Match) -> str:
+        return abstraction.name(m.group(0), "file", known.get(m.group(0), "the repository listing"))
+
+    def word_sub(m: re.Match) -> str:
+        w = m.group(0)
+        if w.startswith("test_") and (w[5:] in known or w[5:] in abstraction.placeholders):
+            return "test_" + abstraction.name(w[5:], "name", known.get(w[5:], "the repository"))
+        if w in known or w in abstraction.placeholders:
+            return abstraction.name(w, "name", known.get(w, "the repository"))
+        return w
+
+    def number_sub(m: re.Match) -> str:
+        n = m.group(0)
+        if _FLAG_BEFORE.search(m.string[: m.start()]):
+            return n
+        if n in known or n in abstraction.placeholders:
+            after, before = m.string[m.end():], m.string[: m.start()]
+            role = "line" if (_LINE_AFTER.search(after) or _LINE_BEFORE.search(before)) else "value"
+            return abstraction.name(n, role, known.get(n, "the repository"))
+        return n
+
+    text = _PATH.sub(path_sub, text)
+    text = _WORD.sub(word_sub, text)
+    return _NUMBER.sub(number_sub, text)
+
+
+def _learned_from(text: str) -> set[str]:
+    return _seen_words(text) | _seen_numbers(text) | set(_PATH.findall(text))
+
+
+def abstract_steps(episode: Episode, steps: list[Step], style: str = "upper") -> tuple[list[tuple[str, str]], Abstraction]:
+    """(thought, command) pairs with instance values replaced, and the mapping used.
+
+    A value counts as instance-specific only once it has been shown to the agent, so the
+    mapping grows step by step in the order the agent learned things.
+    """
+    abstraction = Abstraction(style=style)
+    known = dict.fromkeys(_learned_from(episode.instruction), "the task instruction")
+    out: list[tuple[str, str]] = []
+    for i, step in enumerate(steps, 1):
+        # The command first: its syntax says best what a value is (a sed address is a line).
+        command = abstract_text(step.command, abstraction, known)
+        thought = abstract_text(_first_sentence(step.thought), abstraction, known)
+        out.append((abstraction.render(thought), abstraction.render(command)))
+        for value in _learned_from(step.output):
+            known.setdefault(value, f"the output of step {i}")
+    return out, abstraction
+
+
+def _first_sentence(thought: str) -> str:
+    thought = " ".join(thought.split())
+    m = re.match(r"(.+?[.!?])(\s|$)", thought)
+    return (m.group(1) if m else thought)[:200]

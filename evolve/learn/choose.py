@@ -1,0 +1,49 @@
+"""Which skills a task gets, and which skill a success is written into."""
+from __future__ import annotations
+
+from agent.task import Task
+from evolve.learn.summarise import skill_name_for
+from skills.schema import SkillVersion
+
+
+def query_for(task: Task) -> str:
+    """What retrieval searches with: the family and tags name the kind of task even when the
+    instruction is generic (every SkillWorld task says only that the tests fail)."""
+    return " ".join(part for part in [task.family or "", *task.tags, task.instruction] if part).replace("_", " ")
+
+
+def retrieve(store, task: Task, k: int, min_score: float = 0.0) -> list[SkillVersion]:
+    """The latest versions of the k skills most relevant to the task (none from an empty store).
+
+    A skill that names the family it is for (frontmatter metadata `family`) is not given to a
+    task of another family: its own label says it does not apply.
+    """
+    if k <= 0:
+        return []
+    hits = store.search(query_for(task), k=3 * k)
+    fits = [h.version for h in hits if h.score >= min_score
+            and not (task.family and family_of(h.version) not in (None, task.family))]
+    return fits[:k]
+
+
+def family_of(version: SkillVersion) -> str | None:
+    meta = (version.frontmatter or {}).get("metadata") or {}
+    return meta.get("family") if isinstance(meta, dict) else None
+
+
+def target_skill(store, task: Task, used: list[SkillVersion]) -> str:
+    """Where a summary of a success on `task` goes.
+
+    The skill that was used, when it is the skill for this task's family; otherwise the family's
+    own skill (made if new). A retrieved skill of another family is never overwritten: a success
+    with the wrong recipe in hand says nothing about that recipe.
+    """
+    if task.family:
+        own = skill_name_for(task.family)
+        for v in used:
+            if v.skill_name == own or family_of(v) == task.family:
+                return v.skill_name
+        return own
+    if used:
+        return used[0].skill_name
+    return skill_name_for(task.id)

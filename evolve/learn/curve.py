@@ -1,0 +1,64 @@
+"""Success rate per session with intervals, and the learning-curve picture (learning on against off)."""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class SessionPoint:
+    session: int  # 1-based position in the run
+    successes: int
+    episodes: int
+
+    @property
+    def rate(self) -> float:
+        return self.successes / self.episodes if self.episodes else 0.0
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson(self.successes, self.episodes)
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval: unlike the normal one it stays inside [0, 1] for small n."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def plot_curves(curves: Mapping[str, Sequence[SessionPoint]], out: Path, title: str = "Success per session") -> Path:
+    """One line per condition (e.g. "learning on", "learning off") with shaded 95% intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on servers; must precede pyplot
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    for label, points in curves.items():
+        if not points:
+            continue
+        xs = [p.session for p in points]
+        ys = [p.rate for p in points]
+        lo = [p.interval[0] for p in points]
+        hi = [p.interval[1] for p in points]
+        line = ax.plot(xs, ys, marker="o", label=label)[0]
+        ax.fill_between(xs, lo, hi, alpha=0.2, color=line.get_color())
+    ax.set_xlabel("session")
+    ax.set_ylabel("success rate (95% Wilson interval)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out

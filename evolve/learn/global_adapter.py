@@ -1,0 +1,146 @@
+"""Folding a newly compiled skill into the global adapter: ΔW_g ← (1−α)·ΔW_g + α·ΔW_new, at rank R.
+
+The step is read–compute–commit against the store's optimistic version check: if another
+learner committed a global version after this one read its parent, the commit raises
+StaleVersion and the step starts over from the newer parent, so no learner's update is lost.
+The adapter folder is fully written (to a temporary folder) before the commit, and the store
+copies it atomically before the row that names it exists, so a learner killed at any point
+leaves either the old head or the new one, never a row without its weights.
+"""
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random
+
+from hypernet.lora import LoraDelta, LowRank, ema, truncate
+from hypernet.peft_io import load_adapter, save_adapter
+from skills.errors import StaleVersion
+from skills.schema import Adapter
+
+GLOBAL = "global"
+
+# A gate sees the candidate folder and the current head's folder and says whether to commit.
+Gate = Callable[[Path, Path], bool]
+
+
+@dataclass(frozen=True)
+class EmaConfig:
+    alpha: float = 0.1
+    rank: int = 16
+    name: str = GLOBAL
+    # "exact": EMA of ΔW (the method). "factors": EMA of A and B apart, which is not an EMA of
+    # ΔW at all; kept only so the difference can be measured.
+    mode: str = "exact"
+    # The first global version copies the first skill (α = 1 on an empty global), the same bias
+    # correction an EMA started from zero needs; otherwise it would start α times too small.
+    copy_first: bool = True
+    attempts: int = 50
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.alpha <= 1.0:
+            raise ValueError(f"alpha must lie in (0, 1], got {self.alpha}")
+        if self.rank < 1:
+            raise ValueError(f"rank must be at least 1, got {self.rank}")
+        if self.mode not in ("exact", "factors"):
+            raise ValueError(f"mode must be 'exact' or 'factors', got {self.mode!r}")
+
+
+@dataclass
+class FoldResult:
+    record: Adapter | None  # the global head after the step (the old one when the gate said no)
+    committed: bool
+    attempts: int = 1
+    provenance: dict = field(default_factory=dict)
+
+
+def _padded(lr: LowRank, rank: int) -> LowRank:
+    """Zero columns of B and rows of A up to `rank`; ΔW is unchanged."""
+    extra = rank - lr.rank
+    if extra <= 0:
+        return lr
+    return LowRank(B=torch.cat([lr.B, lr.B.new_zeros(lr.B.shape[0], extra)], dim=1),
+                   A=torch.cat([lr.A, lr.A.new_zeros(extra, lr.A.shape[1])], dim=0))
+
+
+def factor_ema(global_: Mapping[str, LowRank], new: Mapping[str, LowRank], alpha: float, rank: int) -> LoraDelta:
+    """The tempting shortcut: average B's and A's apart (both brought to rank R first).
+
+    (1−α)B_g A_g + α B_n A_n is what the method needs; this gives ((1−α)B_g + αB_n)((1−α)A_g + αA_n),
+    which adds cross terms and shrinks both parts. Used by the ablation only.
+    """
+    out: LoraDelta = {}
+    for name in dict.fromkeys([*global_, *new]):
+        g = truncate({name: global_[name]}, rank)[name] if name in global_ else None
+        n = truncate({name: new[name]}, rank)[name] if name in new else None
+        if g is None or n is None:
+            only = g if g is not None else n
+            w = (1 - alpha) if g is not None else alpha
+            out[name] = LowRank(B=only.B * w, A=only.A.clone())
+            continue
+        g, n = _padded(g, rank), _padded(n, rank)
+        out[name] = LowRank(B=(1 - alpha) * g.B + alpha * n.B, A=(1 - alpha) * g.A + alpha * n.A)
+    return out
+
+
+def combine(current: Mapping[str, LowRank] | None, new: Mapping[str, LowRank], config: EmaConfig) -> tuple[LoraDelta, float]:
+    """The next global ΔW and the α actually used."""
+    if current is None:
+        alpha = 1.0 if config.copy_first else config.alpha
+        return ema({}, new, alpha, config.rank), alpha
+    if config.mode == "factors":
+        return factor_ema(current, new, config.alpha, config.rank), config.alpha
+    return ema(current, new, config.alpha, config.rank), config.alpha
+
+
+def fold_into_global(
+    store,
+    new_adapter_id: int,
+    config: EmaConfig = EmaConfig(),
+    *,
+    provenance: Mapping | None = None,
+    gate: Gate | None = None,
+    on_computed: Callable[[Path], None] | None = None,
+) -> FoldResult:
+    """One EMA step of adapter `new_adapter_id` into the named global adapter, retried until it lands.
+
+    `gate`, when given, decides on the computed candidate against the current head (a validation
+    run); a refused candidate leaves the head as it was. `on_computed` is called with the written
+    candidate folder just before the commit (used to observe a step from outside).
+    """
+    new_delta, info = load_adapter(store.adapter_path(new_adapter_id))
+    tries = 0
+    for step in Retrying(stop=stop_after_attempt(config.attempts), retry=retry_if_exception_type(StaleVersion),
+                         wait=wait_random(0.0, 0.05), reraise=True):
+        with step:
+            tries += 1
+            head = store.latest_global(config.name)
+            current = load_adapter(store.adapter_path(head.id))[0] if head is not None else None
+            merged, alpha = combine(current, new_delta, config)
+            prov = {
+                "method": "ema" if config.mode == "exact" else "ema-factors",
+                "alpha": alpha,
+                "rank": config.rank,
+                "combined": ([{"adapter_id": head.id, "weight": 1.0 - alpha}] if head is not None else [])
+                + [{"adapter_id": new_adapter_id, "weight": alpha}],
+                **dict(provenance or {}),
+            }
+            with tempfile.TemporaryDirectory(prefix="skillgraft-global-") as tmp:
+                folder = save_adapter(
+                    merged, Path(tmp) / "adapter", base_model_name=info.base_model_name, fingerprint=info.fingerprint,
+                    target_modules=info.target_modules, metadata={"provenance": prov},
+                )
+                if gate is not None and head is not None and not gate(folder, store.adapter_path(head.id)):
+                    return FoldResult(record=head, committed=False, attempts=tries, provenance=prov)
+                if on_computed is not None:
+                    on_computed(folder)
+                record = store.commit_global(
+                    folder, head.id if head is not None else None, prov,
+                    base_fingerprint=info.fingerprint or "unknown", name=config.name,
+                )
+            return FoldResult(record=record, committed=True, attempts=tries, provenance=prov)
+    raise AssertionError("unreachable: tenacity re-raises the last StaleVersion")

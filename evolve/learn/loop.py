@@ -1,0 +1,223 @@
+"""The online loop: run tasks with what has been learned, and learn from every verified success.
+
+    learner = Learner(store, model, compiler, OfflineSummariser(), LearnConfig(), workdir)
+    report = learner.run_session(tasks)
+
+Per task: retrieve skills → compile each (cached by skill version and hypernetwork checkpoint)
+→ rank-concatenate with the current global adapter → run the agent in a sandbox → store the
+trajectory. Per success: summarise the run into a new skill version → compile it → EMA it into
+the global adapter. Everything lives in the store, so a new process (or a second one at the
+same time) carries on from the latest global adapter and skill versions.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from agent.models.base import AdapterModel
+from agent.runner import RunResult, run_task
+from agent.task import Task
+from agent.trajectory import read_trajectory
+from evolve.learn.choose import retrieve, target_skill
+from evolve.learn.compiled import compiled_adapter, compose
+from evolve.learn.episode import load_episode
+from evolve.learn.evaluate import AgentScorer, mean
+from evolve.learn.global_adapter import EmaConfig, FoldResult, fold_into_global
+from evolve.learn.summarise import Summariser, SummaryError
+from skills.schema import SkillVersion
+
+SKILL_MODES = ("context", "parametric", "both")
+
+
+@dataclass
+class LearnConfig:
+    learning: bool = True  # off: run and record only, nothing is summarised or merged
+    skill_mode: str = "parametric"  # how retrieved skills reach the model
+    use_global: bool = True  # activate the global adapter in runs
+    k_skills: int = 1
+    min_retrieval_score: float = 0.0
+    ema: EmaConfig = field(default_factory=EmaConfig)
+    sandbox: str = "docker"
+    image: str | None = None
+    gate: bool = False  # validate a new global version before committing it
+    refine_below: float | None = None  # refine a skill whose success rate in a session is below this
+    refine_min_uses: int = 3
+    cycleqd_every: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.skill_mode not in SKILL_MODES:
+            raise ValueError(f"skill mode must be one of {', '.join(SKILL_MODES)}, got {self.skill_mode!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class TaskOutcome:
+    task_id: str
+    family: str | None
+    success: bool
+    steps: int
+    exit_status: str
+    trajectory_id: int | None
+    skills: list[str]  # "name@vN" of the skill versions used
+    global_version: int | None
+    learned: str | None = None  # "name@vN" of the version written from this success
+    global_after: int | None = None  # global version after the EMA step
+    note: str = ""
+
+
+@dataclass
+class SessionReport:
+    session_id: int
+    number: int  # 1 + how many sessions of the same kind (learning on / off) the store had before
+    outcomes: list[TaskOutcome]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def successes(self) -> int:
+        return sum(o.success for o in self.outcomes)
+
+    @property
+    def rate(self) -> float:
+        return self.successes / len(self.outcomes) if self.outcomes else 0.0
+
+    def summary(self) -> dict:
+        return {"episodes": len(self.outcomes), "successes": self.successes, "rate": self.rate,
+                "learned": [o.learned for o in self.outcomes if o.learned], "notes": self.notes}
+
+
+class Learner:
+    def __init__(self, store, model, compiler, summariser: Summariser, config: LearnConfig, workdir: Path, *,
+                 validation: Sequence[Task] = (), refiner=None, periodic: Callable[["Learner", int], str | None] | None = None):
+        """`compiler` may be None (a model without adapters: skills in context only); `refiner` is
+        a refine.Refiner used on weak skills; `periodic(learner, session_number)` runs after a
+        session (CycleQD) and returns a note."""
+        self.store, self.model, self.compiler = store, model, compiler
+        self.summariser, self.config = summariser, config
+        self.workdir = Path(workdir)
+        self.validation = list(validation)
+        self.refiner = refiner
+        self.periodic = periodic
+        self.parametric = compiler is not None and isinstance(model, AdapterModel)
+        if config.skill_mode != "context" and not self.parametric:
+            raise ValueError("parametric skills need an adapter-capable model (hf:…) and a compiler; use skill mode 'context'")
+
+    # ---------------------------------------------------------------- a session
+    def run_session(self, tasks: Sequence[Task], on_outcome: Callable[[TaskOutcome], None] | None = None,
+                    label: str | None = None) -> SessionReport:
+        # Counted among sessions of the same kind (learning on, or off), so a baseline run in the
+        # same store does not shift when the periodic search falls due.
+        number = 1 + sum(1 for s in self.store.sessions(kind="learn") if (s.config or {}).get("learning") == self.config.learning)
+        session = self.store.start_session("learn", {**self.config.to_dict(), "label": label, "tasks": [t.id for t in tasks],
+                                                     "model": self.model.name, "summariser": self.summariser.name})
+        report = SessionReport(session.id, number, [])
+        for task in tasks:
+            outcome = self.run_one(task, session.id)
+            report.outcomes.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
+        if self.config.learning:
+            report.notes += self._refine_weak(report, tasks, session.id)
+            if self.periodic is not None and self.config.cycleqd_every and number % self.config.cycleqd_every == 0:
+                note = self.periodic(self, number)
+                if note:
+                    report.notes.append(note)
+        self.store.end_session(session.id, report.summary())
+        return report
+
+    # ---------------------------------------------------------------- one task
+    def setup_for(self, task: Task) -> tuple[list[SkillVersion], list[int], object]:
+        """(skill versions, adapter ids, global head) a run of `task` gets right now."""
+        versions = retrieve(self.store, task, self.config.k_skills, self.config.min_retrieval_score)
+        adapter_ids: list[int] = []
+        head = self.store.latest_global(self.config.ema.name) if (self.parametric and self.config.use_global) else None
+        if head is not None:
+            adapter_ids.append(head.id)
+        if self.parametric and self.config.skill_mode in ("parametric", "both"):
+            adapter_ids += [compiled_adapter(self.store, self.compiler, v).id for v in versions]
+        return versions, adapter_ids, head
+
+    def run_one(self, task: Task, session_id: int) -> TaskOutcome:
+        versions, adapter_ids, head = self.setup_for(task)
+        adapter_dir = compose(self.store, adapter_ids, self.workdir / "composed") if adapter_ids else None
+        in_context = [(v.skill_name, v.body) for v in versions] if self.config.skill_mode in ("context", "both") else []
+        path = self.workdir / "trajectories" / f"session-{session_id}" / f"{task.id}.json"
+        result = run_task(task, self.model, sandbox=self.config.sandbox, skills=in_context, adapter_dir=adapter_dir,
+                          trajectory_path=path, image=self.config.image,
+                          info={"session_id": session_id, "skill_versions": [v.id for v in versions],
+                                "adapter_ids": adapter_ids})
+        trajectory = self.store.add_trajectory(
+            path, task.id, task.family, result.exit_status, result.reward, result.cost, result.steps,
+            _timings(path), [v.id for v in versions], adapter_ids, session_id=session_id, model=self.model.name,
+        )
+        outcome = TaskOutcome(task.id, task.family, result.success, result.steps, result.exit_status, trajectory.id,
+                              [f"{v.skill_name}@v{v.number}" for v in versions], head.version if head else None)
+        if result.success and self.config.learning:
+            self.learn_from(task, result, trajectory.id, versions, session_id, outcome)
+        return outcome
+
+    # ---------------------------------------------------------------- learning from a success
+    def learn_from(self, task: Task, result: RunResult, trajectory_id: int, used: list[SkillVersion],
+                   session_id: int, outcome: TaskOutcome) -> FoldResult | None:
+        """Summarise → new skill version → compile → EMA into the global adapter."""
+        episode = load_episode(result.trajectory_path)
+        name = target_skill(self.store, task, used)
+        previous = self.store.latest_version(name)
+        try:
+            text = self.summariser.summarise(episode, name, previous.text if previous else None)
+        except SummaryError as exc:
+            outcome.note = f"not summarised: {exc}"
+            return None
+        version = self.store.add_version(name, text, origin="summarised", parent_id=previous.id if previous else None,
+                                         trajectory_id=trajectory_id, session_id=session_id)
+        outcome.learned = f"{version.skill_name}@v{version.number}"
+        if not self.parametric:
+            return None
+        adapter = compiled_adapter(self.store, self.compiler, version)
+        fold = fold_into_global(
+            self.store, adapter.id, self.config.ema,
+            provenance={"skill_version_id": version.id, "trajectory_id": trajectory_id, "session_id": session_id},
+            gate=self._gate if (self.config.gate and self.validation) else None,
+        )
+        outcome.global_after = fold.record.version if fold.record is not None else None
+        if not fold.committed:
+            outcome.note = "new global version refused by the validation gate"
+        return fold
+
+    def _gate(self, candidate: Path, current: Path) -> bool:
+        """A new global version must not score below the current one on the validation tasks."""
+        scorer = AgentScorer(self.model, self.config.sandbox, self.config.image)
+        new = mean(scorer.scores(self.validation, adapter_dir=candidate))
+        old = mean(scorer.scores(self.validation, adapter_dir=current))
+        return new >= old
+
+    # ---------------------------------------------------------------- refinement of weak skills
+    def _refine_weak(self, report: SessionReport, tasks: Sequence[Task], session_id: int) -> list[str]:
+        if self.refiner is None or self.config.refine_below is None:
+            return []
+        by_skill: dict[str, list[tuple[Task, TaskOutcome]]] = {}
+        for task, o in zip(tasks, report.outcomes):
+            for ref in o.skills:
+                by_skill.setdefault(ref.split("@")[0], []).append((task, o))
+        notes = []
+        for name, runs in sorted(by_skill.items()):
+            rate = sum(o.success for _, o in runs) / len(runs)
+            if len(runs) < self.config.refine_min_uses or rate >= self.config.refine_below:
+                continue
+            family = runs[0][0].family
+            held_out = [t for t in self.validation if t.family == family] or self.validation
+            if not held_out:
+                notes.append(f"{name}: success {rate:.0%} is low, but there are no validation tasks to refine it on")
+                continue
+            result = self.refiner.refine(name, [t for t, _ in runs], held_out, session_id=session_id)
+            notes.append(result.describe())
+        return notes
+
+
+def _timings(path: Path) -> dict:
+    try:
+        return read_trajectory(path)["info"].get("timings", {})
+    except ValueError:  # no file when the sandbox failed before the first write
+        return {}

@@ -1,0 +1,46 @@
+"""CycleQD every K sessions: the global adapter's history is the population, task families are the
+tasks, and the final merge replaces the global adapter only if it beats it on validation."""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from agent.task import Task
+
+MAX_CHECKPOINTS = 6
+
+
+def cycleqd_every(validation: Sequence[Task], model_factory: Callable[[], object], *, generations: int = 2,
+                  sandbox: str = "docker", image: str | None = None, seed: int = 0):
+    """A `periodic` hook for Learner. Needs validation tasks of at least two families."""
+    groups: dict[str, list[Task]] = defaultdict(list)
+    for t in validation:
+        groups[t.family or "tasks"].append(t)
+
+    def run(learner, session_number: int) -> str | None:
+        if len(groups) < 2:
+            return "CycleQD skipped: it needs validation tasks of at least two families"
+        try:
+            from evolve.cycleqd import AgentEvaluator, CycleQDConfig, merge_and_promote, run_cycleqd
+        except ImportError as exc:  # the search is an optional part of the learner
+            return f"CycleQD skipped: {exc}"
+        seen, checkpoints = set(), []
+        for rec in reversed(learner.store.global_history(learner.config.ema.name)):
+            if rec.artifact_hash not in seen:  # rollbacks repeat weights; score each once
+                seen.add(rec.artifact_hash)
+                checkpoints.append(rec.id)
+            if len(checkpoints) == MAX_CHECKPOINTS:
+                break
+        if not checkpoints:
+            return "CycleQD skipped: no global adapter yet"
+        evaluator = AgentEvaluator(task_sets=dict(groups), model_factory=model_factory, sandbox=sandbox, image=image,
+                                   workers=1)
+        try:
+            config = CycleQDConfig(generations=generations, seed=seed + session_number, rank=learner.config.ema.rank)
+            result = run_cycleqd(learner.store, checkpoints, sorted(groups), evaluator, config)
+            outcome = merge_and_promote(learner.store, result, evaluator, global_name=learner.config.ema.name)
+        finally:
+            evaluator.close()
+        return f"CycleQD after session {session_number}: {outcome.reason}"
+
+    return run

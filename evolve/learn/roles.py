@@ -1,0 +1,39 @@
+"""The learner's roles named by one string each, as everywhere in skillgraft.
+
+"offline" picks the model-free variant; anything else is a litellm model string for a chat
+model that writes skills (summariser) or revises them (generator).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from evolve.learn.propose import Generator, LLMGenerator, OfflineGenerator
+from evolve.learn.summarise import Summariser
+from evolve.learn.summarise_llm import LLMSummariser
+from evolve.learn.summarise_offline import OfflineSummariser
+
+OFFLINE = "offline"
+
+
+def _chat_model(spec: str):
+    from agent.models.litellm_model import LitellmModel
+
+    return LitellmModel(spec, tools=False)  # plain text replies: a SKILL.md is not a bash command
+
+
+def make_summariser(spec: str = OFFLINE, test_command: str | None = None) -> Summariser:
+    return OfflineSummariser(test_command) if spec == OFFLINE else LLMSummariser(_chat_model(spec))
+
+
+def make_generator(spec: str = OFFLINE) -> Generator:
+    return OfflineGenerator() if spec == OFFLINE else LLMGenerator(_chat_model(spec))
+
+
+def make_compiler(hypernet: Path | None, model):
+    """A compiler for the model's base when there is a hypernetwork and the model takes adapters."""
+    base = getattr(model, "path", None)
+    if hypernet is None or base is None:
+        return None
+    from hypernet.compile import Compiler
+
+    return Compiler.load(Path(hypernet), base)

@@ -1,0 +1,116 @@
+"""Skill text → PEFT adapter folder, in one forward pass of the hypernetwork.
+
+    compiler = Compiler.load(checkpoint_dir, base_config)      # base on `meta` is enough
+    [delta] = compiler.compile([skill_text])
+    compiler.compile_to_dir(skill_text, out_dir)               # PEFT folder + fingerprint + checkpoint id
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from hypernet.checkpoint import CheckpointMeta, checkpoint_id, initial_id, load_checkpoint
+from hypernet.encoder import SkillEncoder, make_encoder
+from hypernet.hypernetwork import HypernetConfig, Hypernetwork, factors_to_deltas
+from hypernet.lora import LoraDelta
+from hypernet.peft_io import BaseMismatchError, model_fingerprint, save_adapter
+from hypernet.targets import find_targets, meta_model
+
+
+def _base_name(model: torch.nn.Module, given: str | None) -> str | None:
+    if given:
+        return given
+    config = getattr(model, "config", None)
+    name = getattr(config, "_name_or_path", None) or getattr(config, "name_or_path", None)
+    return name or getattr(config, "model_type", None)
+
+
+class Compiler:
+    def __init__(self, net: Hypernetwork, meta: CheckpointMeta, encoder: SkillEncoder, checkpoint_id: str):
+        self.net = net.eval()
+        self.meta = meta
+        self.encoder = encoder
+        self.checkpoint_id = checkpoint_id
+
+    @classmethod
+    def load(
+        cls,
+        checkpoint: str | Path | None,
+        base_config: Any,
+        *,
+        config: HypernetConfig | None = None,
+        base_model: torch.nn.Module | None = None,
+        tokenizer: Any = None,
+        base_model_name: str | None = None,
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+    ) -> "Compiler":
+        """A compiler for the base model described by `base_config`.
+
+        `base_config` is a transformers config, a model folder, or a model (a `meta`-device one
+        will do). With `checkpoint=None` the hypernetwork is freshly initialised from `config`
+        (seeded), which compiles every skill to ΔW = 0. The "base-hidden" encoder also needs the
+        real `base_model` and its `tokenizer`.
+        """
+        model = meta_model(base_config)
+        fingerprint = model_fingerprint(model)
+        if checkpoint is None:
+            cfg = config or HypernetConfig()
+            spec = find_targets(model, cfg.target_modules)
+            meta = CheckpointMeta(cfg, spec, _base_name(model, base_model_name), fingerprint)
+            torch.manual_seed(seed)
+            net = Hypernetwork(cfg, spec)
+            ckpt_id = initial_id(meta, seed)
+        else:
+            net, meta = load_checkpoint(checkpoint, device)
+            if meta.fingerprint != fingerprint:
+                raise BaseMismatchError(
+                    f"hypernetwork {checkpoint} was trained for base model {meta.base_model_name or '?'} "
+                    f"(fingerprint {meta.fingerprint}), not for this one (fingerprint {fingerprint}); "
+                    "train a hypernetwork for this base model first."
+                )
+            ckpt_id = checkpoint_id(checkpoint)
+            if base_model_name:
+                meta.base_model_name = base_model_name
+        encoder = make_encoder(meta.config.encoder, base_model=base_model, tokenizer=tokenizer, layer=meta.config.encoder_layer)
+        if encoder.dim != meta.config.encoder_dim:
+            raise ValueError(f"encoder {encoder.name} gives {encoder.dim}-d vectors, the hypernetwork expects {meta.config.encoder_dim}")
+        return cls(net.to(device), meta, encoder, ckpt_id)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.net.parameters()).device
+
+    @torch.inference_mode()
+    def compile(self, texts: Sequence[str]) -> list[LoraDelta]:
+        """One adapter per text; all texts go through the encoder and the hypernetwork together."""
+        if not texts:
+            return []
+        if any(not t.strip() for t in texts):
+            raise ValueError("cannot compile an empty skill text")
+        encoded = self.encoder.encode(list(texts)).to(self.device)
+        return factors_to_deltas(self.net(encoded))
+
+    def save(self, delta: LoraDelta, out_dir: str | Path, metadata: Mapping[str, Any] | None = None) -> Path:
+        return save_adapter(
+            delta,
+            out_dir,
+            base_model_name=self.meta.base_model_name,
+            fingerprint=self.meta.fingerprint,
+            target_modules=list(self.meta.config.target_modules),
+            hypernet_ckpt=self.checkpoint_id,
+            metadata={"kind": "compiled", "rank": self.meta.config.rank, **dict(metadata or {})},
+        )
+
+    def compile_to_dir(self, text: str, out_dir: str | Path, metadata: Mapping[str, Any] | None = None) -> Path:
+        """Compiles one skill and writes it as a PEFT adapter folder; returns the folder."""
+        [delta] = self.compile([text])
+        return self.save(delta, out_dir, metadata)
+
+    def compile_to_dirs(self, texts: Sequence[str], out_dirs: Sequence[str | Path]) -> list[Path]:
+        if len(texts) != len(out_dirs):
+            raise ValueError(f"{len(texts)} texts but {len(out_dirs)} output folders")
+        return [self.save(d, o) for d, o in zip(self.compile(texts), out_dirs)]

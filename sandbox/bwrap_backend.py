@@ -1,0 +1,191 @@
+"""The bubblewrap sandbox, for machines without a Docker engine.
+
+Each command runs in a fresh bwrap: the host's root read-only, a copy of the repository read-write
+at /repo, home folders and /run (the Docker socket) hidden, no network, its own pid namespace.
+When a command's bash exits, the namespace's first process exits and the kernel kills everything
+left in it; on a timeout, killing bwrap does the same. What bwrap cannot enforce is a memory total
+or a process count for the sandbox: a per-process address-space limit stands in for the first.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sandbox.base import WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable
+from sandbox.exec_server import OutputCap, collect
+from sandbox.git_state import DIFF_LIMIT, GIT_DIFF, GIT_START
+from sandbox.lifecycle import live_sandboxes, register
+
+HIDDEN = ("/root", "/home", "/run", "/tmp")  # secrets, sockets and scratch of the host stay out
+SPECIAL = {"proc", "dev", "sys"}
+AGENT_UID = 1000
+UNITS = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def parse_bytes(size: str | int) -> int:
+    """'512m', '1g', '1024' -> bytes, the spellings Docker accepts for memory limits."""
+    if isinstance(size, int):
+        return size
+    text = size.strip().lower().rstrip("b")
+    if text and text[-1] in UNITS:
+        return int(float(text[:-1]) * UNITS[text[-1]])
+    return int(text)
+
+
+def bwrap_binary() -> str:
+    path = shutil.which("bwrap")
+    if not path:
+        raise SandboxUnavailable("bubblewrap is not installed: apt-get install bubblewrap (or use --sandbox docker)")
+    return path
+
+
+class BwrapSandbox:
+    """A copy of repo in a temporary folder, commands run in bubblewrap with it at /repo."""
+
+    def __init__(self, repo: Path, limits: SandboxLimits | None = None):
+        self.repo = Path(repo)
+        self.limits = limits or SandboxLimits()
+        self.bwrap = bwrap_binary()
+        if not self.repo.is_dir():
+            raise SandboxError(f"repository folder {self.repo} does not exist")
+        self._closed = False
+        self.root = Path(tempfile.mkdtemp(prefix="skillgraft-bwrap-"))
+        register(self)
+        try:
+            shutil.copytree(self.repo, self.root / "repo", symlinks=True)
+            for folder in ("home", "tmp"):
+                (self.root / folder).mkdir()
+            self._write_identity()
+            self._check_works()
+            result = self._run(GIT_START, max(60.0, self.limits.command_timeout), self.limits.output_limit)
+            if result.returncode != 0:
+                raise SandboxError(f"could not record the repository's start state: {result.output.strip()}")
+        except BaseException:
+            self.close()
+            raise
+
+    def _write_identity(self) -> None:
+        """passwd and group files naming uid 1000 `agent`, laid over the host's inside the sandbox."""
+        for name, line in (("passwd", "agent:x:1000:1000:agent:/home/agent:/bin/bash"), ("group", "agent:x:1000:")):
+            host = Path("/etc") / name
+            kept = [row for row in (host.read_text().splitlines() if host.is_file() else []) if row.split(":")[2:3] != ["1000"]]
+            (self.root / name).write_text("\n".join([*kept, line]) + "\n")
+
+    def _check_works(self) -> None:
+        probe = subprocess.run([*self._argv(), "true"], capture_output=True, text=True, env=self._env())
+        if probe.returncode != 0:
+            raise SandboxUnavailable(
+                f"bubblewrap cannot create a sandbox here: {probe.stderr.strip()}\n"
+                "  it needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or root;\n"
+                "  or use --sandbox docker"
+            )
+
+    def _argv(self) -> list[str]:
+        argv = [self.bwrap]
+        for entry in sorted(os.listdir("/")):
+            path = f"/{entry}"
+            if entry in SPECIAL or path in HIDDEN or path == WORKDIR:
+                continue
+            if os.path.islink(path):
+                argv += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path) or os.path.isfile(path):
+                argv += ["--ro-bind", path, path]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--ro-bind", "/sys", "/sys"]
+        argv += ["--tmpfs", "/root", "--tmpfs", "/run", "--tmpfs", "/home"]
+        # The interpreter running skillgraft may live under a hidden home (pyenv, a venv):
+        # it comes back read-only so that `python` and its packages work inside.
+        for prefix in dict.fromkeys([sys.base_prefix, sys.prefix]):
+            if any(prefix == hidden or prefix.startswith(hidden + "/") for hidden in HIDDEN):
+                argv += ["--ro-bind", prefix, prefix]
+        argv += ["--ro-bind", str(self.root / "passwd"), "/etc/passwd", "--ro-bind", str(self.root / "group"), "/etc/group"]
+        argv += ["--bind", str(self.root / "home"), "/home/agent", "--bind", str(self.root / "tmp"), "/tmp"]
+        argv += ["--bind", str(self.root / "repo"), WORKDIR, "--chdir", WORKDIR]
+        argv += ["--unshare-user", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--hostname", "sandbox"]
+        argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        if not self.limits.network:
+            argv.append("--unshare-net")
+        argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        return argv
+
+    def _env(self) -> dict[str, str]:
+        bins = [str(Path(prefix) / "bin") for prefix in dict.fromkeys([sys.prefix, sys.base_prefix])]
+        return {
+            "PATH": ":".join([*bins, "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]),
+            "HOME": "/home/agent",
+            "USER": "agent",
+            "LOGNAME": "agent",
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+            "PAGER": "cat",
+            "GIT_PAGER": "cat",
+            "TMPDIR": "/tmp",
+        }
+
+    def _limit_memory(self) -> None:
+        # Runs in the child before exec: the closest bwrap gets to a memory limit is per process.
+        size = parse_bytes(self.limits.memory)
+        resource.setrlimit(resource.RLIMIT_AS, (size, size))
+
+    # -- the Sandbox protocol ----------------------------------------------------------------
+
+    def execute(self, command: str, timeout: float | None = None) -> ExecResult:
+        timeout = self.limits.command_timeout if timeout is None else timeout
+        return self._run(command, timeout, self.limits.output_limit)
+
+    def _run(self, command: str, timeout: float, output_limit: int) -> ExecResult:
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        cap = OutputCap(output_limit)
+        proc = subprocess.Popen(
+            # Not a login shell: /etc/profile would reset PATH and lose the interpreter put first.
+            [*self._argv(), "bash", "-c", command],
+            env=self._env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=self._limit_memory,
+        )
+        timed_out = collect(proc, time.monotonic() + timeout, cap)
+        if timed_out:
+            # bwrap and the namespace's first process die; the kernel then kills the rest of it.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+        proc.stdout.close()
+        output, elided = cap.result()
+        code = proc.returncode
+        return ExecResult(output=output, returncode=128 - code if code < 0 else code, timed_out=timed_out, elided=elided)
+
+    def diff(self) -> str:
+        result = self._run(GIT_DIFF, max(60.0, self.limits.command_timeout), DIFF_LIMIT)
+        if result.returncode != 0:
+            raise SandboxError(f"git diff failed in the sandbox: {result.output.strip()[:2000]}")
+        if result.elided:
+            raise SandboxError(f"the diff is longer than {DIFF_LIMIT} characters; it is not a patch anyone can review")
+        return result.output
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        live_sandboxes.discard(self)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> "BwrapSandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"BwrapSandbox({str(self.repo)!r}, root={str(self.root)!r}, closed={self._closed})"

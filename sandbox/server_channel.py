@@ -1,0 +1,82 @@
+"""JSON lines to and from the command server over the raw socket of an attached `docker exec`.
+
+The engine multiplexes the exec's stdout and stderr on one socket in frames: an 8-byte header
+(stream, 0, 0, 0, length as big-endian uint32) then the payload. Requests go the other way as
+plain bytes on the same socket, which the engine feeds to the server's stdin.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import struct
+import time
+
+log = logging.getLogger(__name__)
+
+STDOUT, STDERR = 1, 2
+
+
+class ServerGone(Exception):
+    """The server closed its output, or did not answer before the deadline."""
+
+
+class ServerChannel:
+    def __init__(self, attached):
+        # docker-py hands back a SocketIO over the connection; its socket does the timed reads.
+        self.sock: socket.socket = getattr(attached, "_sock", attached)
+        self._attached = attached
+        self._raw = bytearray()
+        self._stdout = bytearray()
+        self.stderr = bytearray()
+
+    def send(self, message: dict) -> None:
+        try:
+            self.sock.sendall(json.dumps(message).encode() + b"\n")
+        except OSError as exc:
+            raise ServerGone(f"cannot write to the command server: {exc}") from exc
+
+    def receive(self, deadline: float) -> dict:
+        """The next JSON line the server writes, waiting at most until deadline (time.monotonic)."""
+        while True:
+            newline = self._stdout.find(b"\n")
+            if newline >= 0:
+                line = bytes(self._stdout[:newline])
+                del self._stdout[: newline + 1]
+                return json.loads(line)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ServerGone("the command server did not answer in time")
+            self.sock.settimeout(remaining)
+            try:
+                data = self.sock.recv(1 << 16)
+            except socket.timeout as exc:
+                raise ServerGone("the command server did not answer in time") from exc
+            except OSError as exc:
+                raise ServerGone(f"lost the connection to the command server: {exc}") from exc
+            if not data:
+                detail = self.stderr.decode(errors="replace").strip()[-2000:]
+                raise ServerGone("the command server exited" + (f": {detail}" if detail else ""))
+            self._raw += data
+            self._split_frames()
+
+    def _split_frames(self) -> None:
+        while len(self._raw) >= 8:
+            stream, size = struct.unpack(">BxxxL", self._raw[:8])
+            if len(self._raw) < 8 + size:
+                return
+            payload = bytes(self._raw[8 : 8 + size])
+            del self._raw[: 8 + size]
+            if stream == STDERR:
+                self.stderr += payload
+                del self.stderr[:-8192]  # only the end matters, for the message if the server dies
+                log.debug("command server stderr: %s", payload.decode(errors="replace").rstrip())
+            else:
+                self._stdout += payload
+
+    def close(self) -> None:
+        for closable in (self.sock, self._attached):
+            try:
+                closable.close()
+            except OSError:
+                pass

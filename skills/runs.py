@@ -1,0 +1,148 @@
+"""What happened: sessions, trajectories (file in the artifact store, facts in the row), scores."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Sequence
+
+from sqlmodel import col, select
+
+from skills.errors import NotFound
+from skills.schema import Score, Session, SkillVersion, SubjectKind, Trajectory, TrajectoryAdapter, TrajectorySkill, utcnow
+
+
+class Runs:
+    """Mixin of Store: needs self.db and self.artifacts."""
+
+    # ---- sessions ----------------------------------------------------------------------------
+    def start_session(self, kind: str, config: dict) -> Session:
+        with self.db.write() as s:
+            row = Session(kind=kind, config=dict(config))
+            s.add(row)
+        return row
+
+    def end_session(self, session_id: int, summary: dict) -> Session:
+        with self.db.write() as s:
+            row = s.get(Session, session_id)
+            if row is None:
+                raise NotFound(f"no session with id {session_id}")
+            row.summary, row.ended_at = dict(summary), utcnow()
+            s.add(row)
+        return row
+
+    def session(self, session_id: int) -> Session:
+        with self.db.read() as s:
+            row = s.get(Session, session_id)
+        if row is None:
+            raise NotFound(f"no session with id {session_id}")
+        return row
+
+    def sessions(self, kind: Optional[str] = None) -> list[Session]:
+        q = select(Session).order_by(Session.id)
+        if kind is not None:
+            q = q.where(Session.kind == kind)
+        with self.db.read() as s:
+            return list(s.exec(q).all())
+
+    # ---- trajectories ------------------------------------------------------------------------
+    def add_trajectory(
+        self,
+        json_path: Path,
+        task_id: str,
+        family: Optional[str],
+        outcome: str,
+        reward: float,
+        cost: float,
+        steps: int,
+        timings: dict,
+        skill_version_ids: Sequence[int],
+        adapter_ids: Sequence[int],
+        session_id: Optional[int] = None,
+        model: Optional[str] = None,
+    ) -> Trajectory:
+        """Copies the trajectory file into the artifact store and records the run."""
+        json_path = Path(json_path)
+        artifact = self.artifacts.put_files({json_path.name: json_path})
+        with self.db.write() as s:
+            row = Trajectory(
+                task_id=task_id, family=family, outcome=outcome, reward=float(reward), cost=float(cost),
+                steps=int(steps), timings=dict(timings), model=model, artifact_hash=artifact, file_name=json_path.name,
+                skill_version_ids=[int(i) for i in skill_version_ids], adapter_ids=[int(i) for i in adapter_ids],
+                session_id=session_id,
+            )
+            s.add(row)
+            s.flush()
+            s.add_all(TrajectorySkill(trajectory_id=row.id, skill_version_id=int(v)) for v in dict.fromkeys(skill_version_ids))
+            s.add_all(TrajectoryAdapter(trajectory_id=row.id, adapter_id=int(a)) for a in dict.fromkeys(adapter_ids))
+        return row
+
+    def trajectory(self, trajectory_id: int) -> Trajectory:
+        with self.db.read() as s:
+            row = s.get(Trajectory, trajectory_id)
+        if row is None:
+            raise NotFound(f"no trajectory with id {trajectory_id}")
+        return row
+
+    def trajectory_path(self, trajectory: Trajectory | int) -> Path:
+        """The stored trajectory JSON file (read it, never write it)."""
+        row = self.trajectory(trajectory) if isinstance(trajectory, int) else trajectory
+        return self.artifacts.path(row.artifact_hash) / row.file_name
+
+    def trajectories(
+        self, skill: Optional[str] = None, session_id: Optional[int] = None, limit: Optional[int] = None
+    ) -> list[Trajectory]:
+        """Newest first; `skill` keeps runs that had any version of that skill."""
+        q = select(Trajectory).order_by(col(Trajectory.id).desc())
+        if skill is not None:
+            used = (
+                select(TrajectorySkill.trajectory_id)
+                .join(SkillVersion, SkillVersion.id == TrajectorySkill.skill_version_id)
+                .where(SkillVersion.skill_name == skill)
+            )
+            q = q.where(col(Trajectory.id).in_(used))
+        if session_id is not None:
+            q = q.where(Trajectory.session_id == session_id)
+        if limit is not None:
+            q = q.limit(limit)
+        with self.db.read() as s:
+            return list(s.exec(q).all())
+
+    # ---- scores ------------------------------------------------------------------------------
+    def add_score(
+        self,
+        subject_kind: str | SubjectKind,
+        subject_id: int,
+        family: str,
+        score: float,
+        episodes: int,
+        condition: Optional[str] = None,
+        session_id: Optional[int] = None,
+    ) -> Score:
+        """Records that a skill version, adapter or checkpoint scored `score` over `episodes` on a family."""
+        with self.db.write() as s:
+            row = Score(subject_kind=SubjectKind(subject_kind).value, subject_id=int(subject_id), family=family,
+                        score=float(score), episodes=int(episodes), condition=condition, session_id=session_id)
+            s.add(row)
+        return row
+
+    def scores(
+        self,
+        subject_kind: Optional[str | SubjectKind] = None,
+        subject_id: Optional[int | Sequence[int]] = None,
+        family: Optional[str] = None,
+        condition: Optional[str] = None,
+        session_id: Optional[int] = None,
+    ) -> list[Score]:
+        q = select(Score).order_by(Score.id)
+        if subject_kind is not None:
+            q = q.where(Score.subject_kind == SubjectKind(subject_kind).value)
+        if subject_id is not None:
+            ids = [subject_id] if isinstance(subject_id, int) else list(subject_id)
+            q = q.where(col(Score.subject_id).in_(ids))
+        if family is not None:
+            q = q.where(Score.family == family)
+        if condition is not None:
+            q = q.where(Score.condition == condition)
+        if session_id is not None:
+            q = q.where(Score.session_id == session_id)
+        with self.db.read() as s:
+            return list(s.exec(q).all())

@@ -1,0 +1,139 @@
+"""The store: one database and one artifact folder holding everything skillgraft learns.
+
+    store = Store("sqlite:///home/store.db", Path("home/artifacts"))
+    v = store.import_skill(Path("skills/fix-imports"))
+    hits = store.search("ImportError when running pytest", k=3)
+
+Each area of the API lives in its own module (versions, adapters, runs, qd, maintenance);
+Store puts them together over a shared Database and ArtifactStore.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Callable, Optional
+
+from sqlmodel import col, func, select
+
+from skills.adapters import Adapters
+from skills.artifacts import ArtifactStore
+from skills.db import Database
+from skills.embedder import Embedder, MiniLMEmbedder
+from skills.maintenance import Maintenance
+from skills.qd import QualityDiversity
+from skills.retrieval import Retriever, SearchHit
+from skills.runs import Runs
+from skills.schema import Score, SkillVersion, SubjectKind, Trajectory, TrajectorySkill
+from skills.versions import SkillVersions
+
+
+@dataclass(frozen=True)
+class SkillSummary:
+    name: str
+    version: int
+    versions: int
+    description: str
+    origin: str
+    uses: int
+    score: Optional[float]
+    updated_at: datetime
+    last_used: Optional[datetime]
+
+
+class Store(SkillVersions, Adapters, Runs, QualityDiversity, Maintenance):
+    def __init__(
+        self,
+        url: str,
+        artifacts: Path,
+        embedder: Embedder | Callable[[], Embedder] | None = None,
+        busy_timeout_s: float = 30.0,
+    ):
+        """`url`: any SQLAlchemy URL; `artifacts`: the content-addressed folder (created if absent).
+
+        `embedder` defaults to all-MiniLM-L6-v2, loaded the first time a search needs it.
+        """
+        self.url = url
+        self.db = Database(url, busy_timeout_s)
+        self.artifacts = ArtifactStore(Path(artifacts))
+        if embedder is None:
+            factory: Callable[[], Embedder] = MiniLMEmbedder
+        elif callable(embedder) and not hasattr(embedder, "encode"):
+            factory = embedder
+        else:
+            factory = lambda: embedder  # noqa: E731
+        self.retriever = Retriever(self.db, factory)
+
+    @classmethod
+    def at(cls, home: Path, **kw) -> "Store":
+        """The default layout: home/store.db beside home/artifacts/."""
+        home = Path(home)
+        home.mkdir(parents=True, exist_ok=True)
+        return cls(f"sqlite:///{home / 'store.db'}", home / "artifacts", **kw)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- retrieval -------------------------------------------------------------------------
+    def search(self, query: str, k: int = 5) -> list[SearchHit]:
+        """The k skills most relevant to the query, best first (latest version of each)."""
+        ranked = self.retriever.rank(query, k)
+        return self._hits(ranked)
+
+    def embed_pending(self, batch_size: int = 64, progress: Optional[Callable[[int], None]] = None) -> int:
+        """Embeds every skill whose latest version has no cached embedding yet; returns how many changed."""
+        return self.retriever.refresh(batch_size=batch_size, progress=progress)
+
+    def _hits(self, ranked: list[tuple[int, float, float, float]]) -> list[SearchHit]:
+        if not ranked:
+            return []
+        with self.db.read() as s:
+            rows = {v.id: v for v in s.exec(select(SkillVersion).where(col(SkillVersion.id).in_([r[0] for r in ranked])))}
+        return [SearchHit(rows[vid].skill_name, rows[vid], score, sem, lex) for vid, score, sem, lex in ranked if vid in rows]
+
+    # ---- summaries for people ----------------------------------------------------------------
+    def skill_summaries(self) -> list[SkillSummary]:
+        """One line per skill: latest version, how often runs used it, how it scored, when it last changed."""
+        latest = {v.skill_name: v for v in self.latest_versions()}
+        with self.db.read() as s:
+            counts = dict(s.exec(select(SkillVersion.skill_name, func.count()).group_by(SkillVersion.skill_name)).all())
+            uses = dict(s.exec(
+                select(SkillVersion.skill_name, func.count(func.distinct(TrajectorySkill.trajectory_id)))
+                .join(TrajectorySkill, TrajectorySkill.skill_version_id == SkillVersion.id)
+                .group_by(SkillVersion.skill_name)).all())
+            last_used = dict(s.exec(
+                select(SkillVersion.skill_name, func.max(Trajectory.created_at))
+                .join(TrajectorySkill, TrajectorySkill.skill_version_id == SkillVersion.id)
+                .join(Trajectory, Trajectory.id == TrajectorySkill.trajectory_id)
+                .group_by(SkillVersion.skill_name)).all())
+            scored = s.exec(
+                select(SkillVersion.skill_name, Score.score, Score.episodes)
+                .join(Score, (Score.subject_id == SkillVersion.id) & (Score.subject_kind == SubjectKind.skill_version.value))).all()
+        totals: dict[str, list[float]] = {}
+        for name, score, episodes in scored:
+            t = totals.setdefault(name, [0.0, 0.0])
+            t[0] += score * max(episodes, 1)
+            t[1] += max(episodes, 1)
+        return [
+            SkillSummary(
+                name=name, version=v.number, versions=counts.get(name, 0), description=v.description, origin=v.origin,
+                uses=uses.get(name, 0), score=(totals[name][0] / totals[name][1]) if name in totals else None,
+                updated_at=v.created_at, last_used=last_used.get(name),
+            )
+            for name, v in latest.items()
+        ]
+
+    def version_scores(self, version_ids: list[int]) -> dict[int, tuple[float, int]]:
+        """Episode-weighted mean score and total episodes per skill version that has scores."""
+        out: dict[int, list[float]] = {}
+        for row in self.scores(SubjectKind.skill_version, version_ids) if version_ids else []:
+            t = out.setdefault(row.subject_id, [0.0, 0])
+            t[0] += row.score * max(row.episodes, 1)
+            t[1] += max(row.episodes, 1)
+        return {vid: (total / n, int(n)) for vid, (total, n) in out.items()}

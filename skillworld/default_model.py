@@ -1,0 +1,99 @@
+"""The bundled default model, "skillworld-tiny", and its hypernetwork, made on first use.
+
+Nothing is downloaded: the expert's episodes are generated and run here, the tokenizer and
+the policy are trained from them (a few minutes on a laptop CPU), and the result is cached
+under the models folder. The recipe is fixed and seeded, so every machine makes the same one
+(up to float reduction order, which depends on the number of torch threads).
+
+This model knows only SkillWorld. Real repositories need a real model (`hf:` or a litellm string).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Console
+
+from skillworld.dataset import build_episodes, load_records
+from skillworld.families import SEEN
+from skillworld.policy.train import TrainConfig, train_policy
+
+POLICY_NAME = "skillworld-tiny"
+HYPERNET_NAME = "skillworld-tiny-hypernet"
+EPISODES_PER_FAMILY = 60
+RECIPE = TrainConfig(size="tiny", steps=500, batch_size=8, lr=2e-3, seed=0, families=list(SEEN))
+
+
+def episodes_path(models_dir: Path) -> Path:
+    return Path(models_dir) / "skillworld-episodes" / f"seen-{EPISODES_PER_FAMILY}.jsonl"
+
+
+def training_episodes(models_dir: Path, *, show_progress: bool = True) -> list[dict]:
+    """The expert's episodes on training seeds of the seen families (made once, then cached)."""
+    from rich.progress import Progress
+
+    with Progress(disable=not show_progress) as bar:
+        task = bar.add_task("expert episodes", total=None)
+        return build_episodes(SEEN, EPISODES_PER_FAMILY, episodes_path(models_dir),
+                              progress=lambda done, total: bar.update(task, completed=done, total=total))
+
+
+def ensure_policy(models_dir: Path, *, show_progress: bool = True, config: TrainConfig | None = None) -> Path:
+    """The folder of the default policy, training it first if it is not there yet."""
+    out = Path(models_dir) / POLICY_NAME
+    if (out / "training.json").is_file() and (out / "config.json").is_file():
+        return out
+    console = Console(stderr=True)
+    if show_progress:
+        console.print(f"[bold]{POLICY_NAME}[/] is made on first use: expert episodes, tokenizer, then training.")
+    records = training_episodes(models_dir, show_progress=show_progress)
+    staging = out.with_name(f".{POLICY_NAME}.{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    train_policy(records, staging, config or RECIPE, show_progress=show_progress)
+    # A half-written model must never be mistaken for a finished one: publish by rename.
+    shutil.rmtree(out, ignore_errors=True)
+    staging.rename(out)
+    return out
+
+
+def stage2_trajectories(records: list[dict], seed: int = 0) -> list[dict]:
+    """Expert conversations with their skill recorded in info, in the shape hypernet stage 2 reads
+    (it strips the skill from the context and applies the compiled adapter instead)."""
+    import random
+
+    from skillworld import library
+    from skillworld.dataset import record_steps
+    from skillworld.expert import messages
+
+    rng = random.Random(seed)
+    out = []
+    for record in records:
+        skill = library.pick(record["family"], rng)
+        out.append({"messages": messages(record_steps(record), [(skill.name, skill.body)]),
+                    "info": {"skills": [{"name": skill.name, "text": skill.body}], "task": record["id"]}})
+    return out
+
+
+def ensure_hypernet(models_dir: Path, *, show_progress: bool = True, stage1_steps: int = 300,
+                    stage2_steps: int = 300) -> Path:
+    """The default hypernetwork for the default policy: stage 1 on the world's skill texts, then
+    stage 2 on the expert's episodes with the skill compiled and not in context."""
+    from hypernet.train import TrainConfig as HyperConfig
+    from hypernet.train import train_stage1, train_stage2
+
+    from skillworld import library
+
+    policy = ensure_policy(models_dir, show_progress=show_progress)
+    out = Path(models_dir) / HYPERNET_NAME
+    done = out / "stage2"
+    if (done / "DONE").is_file():
+        return done
+    cfg = HyperConfig(steps=stage1_steps, batch_size=8, lr=1e-3, seed=0, progress=show_progress, max_len=1024)
+    stage1 = train_stage1(str(policy), [s.body for s in library.skills()], out / "stage1", cfg)
+    records = load_records(episodes_path(models_dir))
+    cfg2 = replace(cfg, steps=stage2_steps, init_from=str(stage1.out_dir))
+    train_stage2(str(policy), stage2_trajectories([r for r in records if r["success"]]), done, cfg2)
+    (done / "DONE").write_text("ok\n")
+    return done

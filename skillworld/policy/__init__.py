@@ -1,0 +1,1 @@
+"""The tiny SkillWorld policy: tokenizer, model configuration, training data and training loop."""

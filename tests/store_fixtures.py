@@ -1,0 +1,38 @@
+"""Fixtures shared by the store tests: a store on SQLite and, where a server can run, on PostgreSQL."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from pg_server import pg_url, postgres_server  # noqa: F401  (fixtures, re-exported)
+from skills import Store
+
+BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+    else:
+        yield request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def store(store_url: str, tmp_path: Path) -> Iterator[Store]:
+    st = Store(store_url, tmp_path / "artifacts")
+    yield st
+    st.close()
+
+
+def write_skill(root: Path, name: str, description: str, body: str, files: dict[str, str] | None = None,
+                extra: str = "") -> Path:
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_bytes(f"---\nname: {name}\ndescription: {description}\n{extra}---\n{body}".encode())
+    for rel, content in (files or {}).items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(content)
+    return folder

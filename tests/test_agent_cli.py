@@ -1,0 +1,114 @@
+"""`skillgraft run` and `skillgraft trajectories`: exit codes, files, listings."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from skillgraft.cli import app
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "tasks"
+SOLVE = f"replay:{EXAMPLES / 'replays' / 'slugify-solve.json'}"
+WRONG = f"replay:{EXAMPLES / 'replays' / 'intervals-wrong-fix.json'}"
+
+
+def cli(*args: str, env: dict | None = None):
+    return CliRunner().invoke(app, [str(a) for a in args], env=env)
+
+
+def said(res) -> str:
+    """The output with rich's line wrapping undone."""
+    return " ".join(res.output.split())
+
+
+def test_bad_inputs_exit_2_with_the_reason(tmp_path):
+    bad = tmp_path / "t.yaml"
+    bad.write_text("id: x\nrepo: r\ninstruction: i\ntest: t\ncolour: blue\n")
+    res = cli("run", bad, "--model", SOLVE, "--home", tmp_path)
+    assert res.exit_code == 2 and "unknown key 'colour'" in said(res)
+
+    res = cli("run", EXAMPLES / "slugify.yaml", "--model", f"hf:{tmp_path / 'none'}", "--home", tmp_path)
+    assert res.exit_code == 2 and "no config.json" in said(res)
+
+    res = cli("run", EXAMPLES / "slugify.yaml", "--model", SOLVE, "--skill", tmp_path / "missing.md", "--home", tmp_path)
+    assert res.exit_code == 2 and "cannot read" in said(res)
+
+    (tmp_path / "lora").mkdir()
+    (tmp_path / "lora" / "adapter_config.json").write_text("{}")
+    res = cli("run", EXAMPLES / "slugify.yaml", "--model", SOLVE, "--adapter", tmp_path / "lora", "--home", tmp_path)
+    assert res.exit_code == 2 and "cannot take LoRA adapters" in said(res)
+
+    res = cli("run", EXAMPLES / "slugify.yaml", "--sandbox", "vm", "--home", tmp_path)
+    assert res.exit_code == 2  # typer's own usage error
+
+
+def test_unreachable_engine_exits_3_and_says_how_to_fix_it(tmp_path):
+    res = cli("run", EXAMPLES / "slugify.yaml", "--model", SOLVE, "--home", tmp_path,
+              env={"DOCKER_HOST": f"unix://{tmp_path / 'no-engine.sock'}"})
+    assert res.exit_code == 3 and "--sandbox bwrap" in said(res)
+
+
+def test_store_runs_are_listed_filtered_by_skill_and_shown(tmp_path):
+    from agent.trajectory import TrajectoryWriter
+    from skills.store import Store
+
+    home = tmp_path / "home"
+    store = Store.at(home)
+    version = store.add_version("regex-hints", "---\nname: regex-hints\ndescription: Regex tips.\n---\nUse +.\n")
+    for name, skills in (("with-skill", [version.id]), ("without", [])):
+        path = tmp_path / f"{name}.json"
+        TrajectoryWriter(path, {"task": {"id": name}}).write([{"role": "user", "content": f"run {name}"}])
+        store.add_trajectory(path, name, None, "Submitted", 1.0, 0.0, 1, {}, skills, [], model="replay")
+    loose = home / "trajectories" / "loose.json"
+    TrajectoryWriter(loose, {"task": {"id": "loose"}, "exit_status": "StepLimit", "reward": 0.0}).write([])
+
+    listed = json.loads(cli("trajectories", "ls", "--home", home, "--json").output)
+    assert [(e["ref"][:6], e["task_id"]) for e in listed] == [("store:", "without"), ("store:", "with-skill"), ("loose", "loose")]
+    only = json.loads(cli("trajectories", "ls", "--skill", "regex-hints", "--home", home, "--json").output)
+    assert [e["task_id"] for e in only] == ["with-skill"]
+    shown = cli("trajectories", "show", only[0]["ref"], "--home", home)
+    assert shown.exit_code == 0 and "run with-skill" in shown.output
+    assert cli("trajectories", "ls", "--skill", "x", "--home", tmp_path / "empty").exit_code == 2
+
+
+@pytest.mark.docker
+def test_run_solved_and_not_solved_then_list_and_show(tmp_path):
+    home = tmp_path / "home"
+    skill = tmp_path / "regex-hints.md"
+    skill.write_text("Use + to match runs of characters.")
+    res = cli("run", EXAMPLES / "slugify.yaml", "--model", SOLVE, "--home", home, "--skill", skill)
+    assert res.exit_code == 0, res.output
+    assert "SOLVED" in res.output and "cat slugify.py" in said(res)
+
+    out = tmp_path / "wrong.json"
+    res = cli("run", EXAMPLES / "intervals.yaml", "--model", WRONG, "--home", home, "--output", out, "--json")
+    assert res.exit_code == 1, res.output
+    summary = json.loads(res.output)
+    assert summary["success"] is False and summary["exit_status"] == "Submitted" and summary["trajectory"] == str(out)
+
+    listed = json.loads(cli("trajectories", "ls", "--home", home, "--json").output)
+    assert [e["task_id"] for e in listed] == ["slugify-separators"]  # --output put the other elsewhere
+    first = listed[0]
+    assert first["reward"] == 1.0 and first["steps"] == 5 and first["exit_status"] == "Submitted"
+
+    doc = json.loads(Path(first["path"]).read_text())
+    assert doc["info"]["skills"] == ["regex-hints"]
+    assert '<skill name="regex-hints">\nUse + to match runs of characters.\n</skill>' in doc["messages"][1]["content"]
+
+    shown = cli("trajectories", "show", first["ref"], "--home", home)
+    assert shown.exit_code == 0 and "cat slugify.py" in shown.output and "4 passed" in shown.output
+    shown = cli("trajectories", "show", out, "--home", home, "--json")
+    assert json.loads(shown.output)["info"]["reward"] == 0.0
+    assert cli("trajectories", "show", "nothing-here", "--home", home).exit_code == 2
+    assert "runs" in cli("trajectories", "ls", "--home", home).output
+
+    from skills.store import Store
+
+    store = Store.at(home)  # once a store exists, runs are recorded in it too
+    assert cli("run", EXAMPLES / "slugify.yaml", "--model", SOLVE, "--home", home).exit_code == 0
+    (row,) = store.trajectories()
+    assert (row.task_id, row.outcome, row.reward, row.steps, row.model) == ("slugify-separators", "Submitted", 1.0, 5, SOLVE)
+    listed = json.loads(cli("trajectories", "ls", "--home", home, "--json").output)
+    assert [e["ref"] for e in listed] == [f"store:{row.id}", first["ref"]]

@@ -1,0 +1,185 @@
+"""The hf: backend on a tiny Llama built from a config, with a tokenizer trained here, offline."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from agent import prompts
+from agent.models.base import AdapterModel, ModelError
+from agent.models.factory import make_model
+from agent.models.hf_model import HFModel, plain_chat_text
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>\n{% endfor %}"
+    "{% if add_generation_prompt %}<s>assistant: {% endif %}"
+)
+CORPUS = [prompts.system_prompt(), prompts.instance_prompt("Fix the failing test in slugify.py"),
+          prompts.observation("4 passed", 0), prompts.assistant_reply("Look.", "cat slugify.py")]
+
+
+def build_model(folder: Path, chat_template: str | None) -> Path:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<pad>", "<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS * 5, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    if chat_template:
+        fast.chat_template = chat_template
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
+                         bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def build_lora(base: Path, out: Path, seed: int = 1) -> Path:
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    model = get_peft_model(LlamaForCausalLM.from_pretrained(base),
+                           LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "o_proj", "down_proj"],
+                                      init_lora_weights=False))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn_like(p) * 2.0)  # clearly non-zero, so the adapter must change outputs
+    model.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    return build_model(tmp_path_factory.mktemp("tiny-chat"), CHAT_TEMPLATE)
+
+
+@pytest.fixture(scope="module")
+def lora(tiny, tmp_path_factory) -> Path:
+    return build_lora(tiny, tmp_path_factory.mktemp("lora"))
+
+
+MESSAGES = [{"role": "system", "content": prompts.system_prompt()},
+            {"role": "user", "content": prompts.instance_prompt("Fix the failing test")}]
+
+
+def test_loads_by_name_uses_the_chat_template_and_decodes_greedily(tiny):
+    model = make_model(f"hf:{tiny}", max_new_tokens=12)
+    assert isinstance(model, HFModel) and isinstance(model, AdapterModel)
+    assert model.device == "cpu" and model.name == f"hf:{tiny}"
+    assert model.render(MESSAGES).startswith("<s>system: You are a coding agent")
+    assert model.render(MESSAGES).endswith("<s>assistant: ")
+    first, second = model.query(MESSAGES), model.query(MESSAGES)
+    assert first.content == second.content and first.cost == 0.0
+    assert 0 < first.usage["completion_tokens"] <= 12 and first.usage["dropped_messages"] == 0
+
+
+def test_a_folder_under_the_models_dir_is_found_by_its_name(tiny):
+    model = make_model(tiny.name, models_dir=tiny.parent, max_new_tokens=4)
+    assert isinstance(model, HFModel) and model.path == tiny
+
+
+def test_plain_fallback_without_a_chat_template(tmp_path):
+    model = HFModel(build_model(tmp_path / "plain", None), max_new_tokens=4)
+    assert model.render(MESSAGES) == plain_chat_text(MESSAGES)
+    assert model.render(MESSAGES).startswith("<|system|>\n") and model.render(MESSAGES).endswith("<|assistant|>\n")
+    assert model.query(MESSAGES).usage["completion_tokens"] > 0
+
+
+def test_lora_load_changes_outputs_and_unload_restores_them(tiny, lora):
+    model = HFModel(tiny, max_new_tokens=16)
+    before = model.query(MESSAGES).content
+    model.load_adapter(lora)
+    adapted = model.query(MESSAGES)
+    assert adapted.content != before and adapted.usage["adapter"] == str(lora)
+    model.load_adapter(lora)  # loading again replaces rather than stacks
+    assert model.query(MESSAGES).content == adapted.content
+    model.unload_adapter()
+    assert model.adapter_dir is None and model.query(MESSAGES).content == before
+    assert not any("lora" in name for name, _ in model._model.named_modules())
+
+
+def test_adapter_for_another_base_is_refused(tiny, tmp_path):
+    # Same layer names, other shapes: the same tokenizer with a base of hidden size 48.
+    build_model(tmp_path / "wider", CHAT_TEMPLATE)
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig.from_pretrained(tmp_path / "wider")
+    config.hidden_size, config.intermediate_size = 48, 96
+    LlamaForCausalLM(config).save_pretrained(tmp_path / "wider")
+    other = build_lora(tmp_path / "wider", tmp_path / "other-lora")
+    model = HFModel(tiny, max_new_tokens=8)
+    before = model.query(MESSAGES).content
+    with pytest.raises(ModelError, match="does not fit"):
+        model.load_adapter(other)
+    with pytest.raises(ModelError, match="not a PEFT adapter folder"):
+        model.load_adapter(tmp_path)
+    assert model.adapter_dir is None and model.query(MESSAGES).content == before  # no trace left
+
+
+def test_adapters_written_by_the_hypernet_io_load_and_their_fingerprint_is_checked(tiny, tmp_path):
+    from hypernet.lora import LowRank
+    from hypernet.peft_io import model_fingerprint, save_adapter
+
+    model = HFModel(tiny, max_new_tokens=8)
+    before = model.query(MESSAGES).content
+    torch.manual_seed(3)
+    delta = {f"model.layers.{i}.self_attn.{m}": LowRank(B=torch.randn(32, 2) * 3, A=torch.randn(2, 32))
+             for i in range(2) for m in ("q_proj", "v_proj")}
+    good = save_adapter(delta, tmp_path / "good", base_model_name="tiny", fingerprint=model_fingerprint(model._base),
+                        target_modules=["q_proj", "v_proj"])
+    model.load_adapter(Path(good) if good else tmp_path / "good")
+    assert model.query(MESSAGES).content != before
+    model.unload_adapter()
+    save_adapter(delta, tmp_path / "bad", base_model_name="other", fingerprint="sha256:000000000000000000000000",
+                 target_modules=["q_proj", "v_proj"])
+    with pytest.raises(ModelError, match="fingerprint"):
+        model.load_adapter(tmp_path / "bad")
+    assert model.query(MESSAGES).content == before
+
+
+def test_long_conversations_drop_the_oldest_turns_first(tiny):
+    model = HFModel(tiny, max_new_tokens=16, max_context=240)
+    turns = []
+    for i in range(12):
+        turns += [{"role": "assistant", "content": prompts.assistant_reply(f"step {i}", "ls")},
+                  {"role": "user", "content": prompts.observation(f"file{i}.py", 0)}]
+    ids, dropped = model.prompt_ids(MESSAGES + turns)
+    assert len(ids) <= 240 - 16 and dropped > 0 and dropped % 2 == 0
+    text = model.tokenizer.decode(ids)
+    assert text.startswith("<s>system: You are a coding agent") and "Task: Fix the failing test" in text
+    assert "file11.py" in text and "file0.py" not in text
+    assert model.query(MESSAGES + turns).usage["dropped_messages"] == dropped
+
+
+def test_bad_model_folders_are_model_errors(tmp_path):
+    with pytest.raises(ModelError, match="no config.json"):
+        make_model(f"hf:{tmp_path}")
+    with pytest.raises(ModelError, match="leaves no room"):
+        HFModel(build_model(tmp_path / "m", None), max_new_tokens=600)
+
+
+@pytest.mark.docker
+def test_run_task_activates_the_adapter_for_the_run_only(tiny, lora, tmp_path):
+    from agent.runner import run_task
+    from agent.task import Task
+
+    task = Task.from_dict({"id": "flag", "repo": {"files": {"flag.txt": "off\n"}}, "instruction": "Turn the flag on.",
+                           "test": "grep -qx on flag.txt", "limits": {"steps": 2}})
+    model = HFModel(tiny, max_new_tokens=8)
+    result = run_task(task, model, adapter_dir=lora, trajectory_path=tmp_path / "t.json")
+    assert not result.success and result.exit_status in {"StepLimit", "FormatErrors"}
+    assert model.adapter_dir is None  # unloaded again after the run
+    import json
+
+    info = json.loads((tmp_path / "t.json").read_text())["info"]
+    assert info["adapters"] == [str(lora)] and info["model"] == f"hf:{tiny}"
+    assert info["usage"]["completion_tokens"] > 0 and info["usage"]["prompt_tokens"] > 0

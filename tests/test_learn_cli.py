@@ -1,0 +1,66 @@
+"""`skillgraft learn` and `skillgraft refine` from the command line, on a real sandbox and store."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from agent.prompts import assistant_reply
+from skillgraft.cli import app
+
+TASK = {"id": "make-two", "repo": {"files": {"calc.py": "def two():\n    return 1\n"}},
+        "instruction": "two() must return 2.", "test": "python3 -c 'import calc; assert calc.two() == 2'",
+        "limits": {"steps": 4}}
+
+
+def write(tmp_path: Path, sessions: int) -> tuple[Path, Path]:
+    task = tmp_path / "task.yaml"
+    task.write_text(yaml.safe_dump(TASK))
+    replies = [assistant_reply("Read it.", "cat calc.py"), assistant_reply("Fix the value.", "sed -i 's/return 1/return 2/' calc.py"),
+               assistant_reply("Done.", "submit")] * sessions
+    replay = tmp_path / "replay.json"
+    replay.write_text(json.dumps(replies))
+    return task, replay
+
+
+@pytest.mark.docker
+def test_learn_runs_sessions_records_them_and_draws_the_curve(tmp_path):
+    task, replay = write(tmp_path, 2)
+    home = tmp_path / "home"
+    curve = tmp_path / "curve.png"
+    result = CliRunner().invoke(app, ["learn", str(task), "--sessions", "2", "--no-baseline", "--model", f"replay:{replay}",
+                                      "--home", str(home), "--curve", str(curve), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    on = out["sessions"]["on"]
+    assert [s["successes"] for s in on] == [1, 1] and on[0]["learned"] == ["make-two@v1"]
+    assert curve.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    from skills.store import Store
+
+    store = Store(f"sqlite:///{home / 'store.db'}", home / "artifacts")
+    v = store.latest_version("make-two")
+    assert v.origin == "summarised" and "sed -i 's/return 1/return VALUE/' FILE" in v.body
+    # the second session had the learned skill in its context (skill mode "context": a replay model takes no adapters)
+    second = store.trajectories(session_id=on[1]["session_id"])[0]
+    assert second.skill_version_ids == [v.id]
+    first_user = next(m for m in json.loads(store.trajectory_path(second).read_text())["messages"] if m["role"] == "user")
+    assert '<skill name="make-two">' in first_user["content"]
+
+
+def test_learn_refuses_bad_input_with_exit_code_2(tmp_path):
+    task, replay = write(tmp_path, 1)
+    runner = CliRunner()
+    both = runner.invoke(app, ["learn", str(task), "--world", "skillworld", "--home", str(tmp_path)])
+    assert both.exit_code == 2 and "one of the two" in both.output
+    neither = runner.invoke(app, ["learn", "--home", str(tmp_path)])
+    assert neither.exit_code == 2
+    parametric = runner.invoke(app, ["learn", str(task), "--model", f"replay:{replay}", "--skill-mode", "parametric",
+                                     "--home", str(tmp_path)])
+    assert parametric.exit_code == 2 and "takes no adapters" in " ".join(parametric.output.split())
+    missing = runner.invoke(app, ["refine", "nope", "--tasks", str(task), "--tasks", str(task), "--home", str(tmp_path),
+                                  "--model", f"replay:{replay}"])
+    assert missing.exit_code == 2 and "no skill named 'nope'" in " ".join(missing.output.split())

@@ -1,0 +1,144 @@
+"""The learning loop end to end: real store, real Docker sandbox, real compiler and LoRA algebra,
+a real tiny transformer taking the adapters.
+
+The policy's replies come from SkillWorld's scripted expert (a tiny transformer that solves tasks
+takes minutes to train, too long for a test); the adapters the loop builds are loaded, checked
+against the base and activated on a real tiny Llama all the same.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from agent import prompts
+from agent.models.hf_model import HFModel
+from evolve.learn.global_adapter import EmaConfig
+from evolve.learn.loop import LearnConfig, Learner
+from evolve.learn.summarise_offline import OfflineSummariser
+from hypernet.lora import to_dense
+from hypernet.peft_io import load_adapter
+from skills.store import Store
+
+pytestmark = pytest.mark.docker
+
+
+def build_tiny_llama(folder: Path) -> Path:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    corpus = [prompts.system_prompt(), prompts.instance_prompt("The test suite fails."), prompts.observation("1 passed", 0)]
+    tok.train_from_iterator(corpus * 3, trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<s>", "</s>"],
+                                                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=2048)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+class ExpertInTinyWeights:
+    """Answers like the expert for the current task; adapters go to a real tiny HF model."""
+
+    def __init__(self, hf: HFModel):
+        self.hf, self.name, self.expert, self.loaded = hf, "expert+tiny-llama", None, []
+
+    def query(self, messages):
+        return self.expert.query(messages)
+
+    def load_adapter(self, adapter_dir):
+        self.hf.load_adapter(adapter_dir)
+        self.loaded.append(Path(adapter_dir))
+
+    def unload_adapter(self):
+        self.hf.unload_adapter()
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory):
+    from hypernet.compile import Compiler
+    from hypernet.hypernetwork import HypernetConfig
+
+    base = build_tiny_llama(tmp_path_factory.mktemp("base") / "tiny")
+    compiler = Compiler.load(None, base, config=HypernetConfig(rank=4, hidden=32, embed_dim=16, trunk_blocks=1, pool_heads=2))
+    with torch.no_grad():  # an untrained hypernetwork emits ΔW = 0; random heads make texts differ
+        g = torch.Generator().manual_seed(0)
+        for name, p in compiler.net.named_parameters():
+            if "to_b" in name:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+    return base, compiler
+
+
+def test_loop_learns_from_a_success_and_a_new_learner_carries_on(parts, tmp_path):
+    from skillworld.expert import ExpertModel
+    from skillworld.generate import HELDOUT_START, generate
+
+    base, compiler = parts
+    url, artifacts = f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts"
+    model = ExpertInTinyWeights(HFModel(base, max_new_tokens=8))
+    config = LearnConfig(skill_mode="both", ema=EmaConfig(alpha=0.5, rank=8))
+    first, second, third = (generate("off_by_one", HELDOUT_START + s) for s in (21, 22, 23))
+
+    # session 1, empty store: nothing to retrieve, the success becomes skill and global adapter
+    store = Store(url, artifacts)
+    model.expert = ExpertModel(first)
+    r1 = Learner(store, model, compiler, OfflineSummariser(), config, tmp_path / "work").run_session([first.task()])
+    o1 = r1.outcomes[0]
+    assert o1.success and o1.skills == [] and o1.global_version is None
+    assert o1.learned == "off-by-one@v1" and o1.global_after == 1
+    v1 = store.latest_version("off-by-one")
+    assert v1.origin == "summarised" and v1.trajectory_id == o1.trajectory_id
+    compiled = store.find_compiled(v1.id, compiler.checkpoint_id)
+    g1 = store.latest_global()
+    assert g1.provenance["skill_version_id"] == v1.id and g1.provenance["combined"] == [{"adapter_id": compiled.id, "weight": 1.0}]
+
+    # session 2, a fresh store object and learner (all state is in the store): it starts from
+    # the global adapter and the skill that session 1 left behind
+    store = Store(url, artifacts)
+    learner = Learner(store, model, compiler, OfflineSummariser(), config, tmp_path / "work2")
+    model.expert = ExpertModel(second)
+    o2 = learner.run_session([second.task()]).outcomes[0]
+    assert o2.success and o2.skills == ["off-by-one@v1"] and o2.global_version == 1
+    row = store.trajectories(session_id=learner.store.sessions(kind="learn")[-1].id)[0]
+    assert row.adapter_ids == [g1.id, compiled.id] and row.skill_version_ids == [v1.id]
+    assert model.loaded[-1].is_dir()  # the composed adapter really went into the tiny model's weights
+    first_user = next(m for m in store_messages(store, row) if m["role"] == "user")
+    assert '<skill name="off-by-one">' in first_user["content"]  # mode "both": the text too
+    # the new global version is the exact EMA of the old one and the newly compiled skill
+    g2 = store.latest_global()
+    assert g2.version == 2 and g2.parent_id == g1.id
+    new_id = g2.provenance["combined"][1]["adapter_id"]
+    d1, d2, dn = (to_dense(load_adapter(store.adapter_path(i))[0]) for i in (g1.id, g2.id, new_id))
+    for m in d2:
+        torch.testing.assert_close(d2[m], 0.5 * d1[m] + 0.5 * dn[m], rtol=1e-4, atol=1e-6)
+
+    # learning off: the run is recorded, nothing is learned
+    model.expert = ExpertModel(third)
+    off = Learner(store, model, compiler, OfflineSummariser(), LearnConfig(skill_mode="both", learning=False),
+                  tmp_path / "work3").run_session([third.task()])
+    assert off.outcomes[0].success and off.outcomes[0].learned is None
+    assert store.latest_global().id == g2.id
+    sessions = store.sessions(kind="learn")
+    assert len(sessions) == 3 and all(s.ended_at is not None for s in sessions)
+    assert sessions[0].summary["learned"] == ["off-by-one@v1"] and sessions[2].config["learning"] is False
+
+
+def store_messages(store, row):
+    import json
+
+    return json.loads(store.trajectory_path(row).read_text())["messages"]
+
+
+def test_parametric_mode_needs_an_adapter_model(parts, tmp_path):
+    from agent.models.replay_model import ReplayModel
+
+    _, compiler = parts
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
+    with pytest.raises(ValueError, match="adapter-capable model"):
+        Learner(store, ReplayModel([]), compiler, OfflineSummariser(), LearnConfig(skill_mode="parametric"), tmp_path)

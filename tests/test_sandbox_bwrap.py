@@ -1,0 +1,116 @@
+"""The bubblewrap sandbox: what it enforces, with the real bwrap of this machine."""
+from __future__ import annotations
+
+import subprocess
+import textwrap
+
+import pytest
+
+from sandbox.base import SandboxError, SandboxLimits, open_sandbox
+from sandbox.bwrap_backend import BwrapSandbox
+from sandbox.doctor import check_bwrap
+
+usable = check_bwrap()
+pytestmark = pytest.mark.skipif(not usable.ok, reason=f"bubblewrap cannot run here: {usable.detail}")
+
+LIMITS = SandboxLimits(memory="256m", command_timeout=20, output_limit=2000)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    (folder / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (folder / "test_calc.py").write_text("from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    return folder
+
+
+def test_runs_as_agent_in_a_copy_and_is_removed(repo):
+    sandbox = open_sandbox("bwrap", repo, LIMITS)
+    root = sandbox.root
+    result = sandbox.execute("id -un; id -u; pwd; ls; python -m pytest -q test_calc.py | tail -1")
+    lines = result.output.splitlines()
+    assert lines[:5] == ["agent", "1000", "/repo", "calc.py", "test_calc.py"]
+    assert "1 failed" in lines[-1]
+    sandbox.execute("echo changed > calc.py")
+    assert (repo / "calc.py").read_text().startswith("def add")  # the host's repository is untouched
+    sandbox.close()
+    assert not root.exists()
+    sandbox.close()
+    with pytest.raises(SandboxError):
+        sandbox.execute("true")
+
+
+def test_exception_inside_with_removes_the_copy(repo):
+    roots = []
+    with pytest.raises(RuntimeError):
+        with BwrapSandbox(repo, LIMITS) as sandbox:
+            roots.append(sandbox.root)
+            raise RuntimeError("boom")
+    assert not roots[0].exists()
+
+
+def test_host_is_read_only_and_secrets_hidden(repo):
+    with BwrapSandbox(repo, LIMITS) as sandbox:
+        write = sandbox.execute("touch /usr/sandbox-was-here")
+        in_root = sandbox.execute("ls -A /root").output.split()
+        run = sandbox.execute("ls -A /run /var/run").output.split()
+        scratch = sandbox.execute("echo kept > /tmp/x && cat /tmp/x")
+        again = sandbox.execute("cat /tmp/x")
+    assert write.returncode != 0 and "Read-only file system" in write.output
+    # Only the interpreter's own folder comes back under a hidden home; the engine socket stays out.
+    assert set(in_root) <= {".pyenv", ".local", ".venv"}
+    assert "docker.sock" not in run
+    assert scratch.output == "kept\n" and again.output == "kept\n"
+
+
+def test_no_network(repo):
+    probe = textwrap.dedent(
+        """
+        import socket
+        try:
+            socket.create_connection(("1.1.1.1", 53), timeout=3)
+            print("connected")
+        except OSError as exc:
+            print("refused", exc.errno)
+        """
+    )
+    with BwrapSandbox(repo, LIMITS) as sandbox:
+        routes = sandbox.execute("cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '")
+        attempt = sandbox.execute(f"python3 -c '{probe}'")
+    assert routes.output.split() == ["lo"]
+    assert attempt.output.startswith("refused")
+
+
+def test_own_pid_namespace_and_timeout_kills_the_tree(repo):
+    with BwrapSandbox(repo, LIMITS) as sandbox:
+        ps = sandbox.execute("ps -eo pid,args --no-headers")
+        result = sandbox.execute("(setsid sleep 701 >/dev/null 2>&1 &); nohup sleep 702 >/dev/null 2>&1 & sleep 703", timeout=2)
+    pids = [int(line.split()[0]) for line in ps.output.splitlines()]
+    assert max(pids) < 100  # a fresh namespace, not the host's process table
+    assert result.timed_out and result.returncode == 137
+    host = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert not [line for line in host.splitlines() if line.startswith("sleep 70")]
+
+
+def test_memory_limit_per_process(repo):
+    with BwrapSandbox(repo, SandboxLimits(memory="200m", command_timeout=30)) as sandbox:
+        hog = sandbox.execute("python3 -c 'x = bytearray(600 * 2**20); print(\"survived\")'")
+    assert hog.returncode != 0 and "MemoryError" in hog.output
+
+
+def test_output_capped(repo):
+    with BwrapSandbox(repo, LIMITS) as sandbox:
+        result = sandbox.execute("seq 1 100000")
+    total = sum(len(str(i)) + 1 for i in range(1, 100_001))
+    assert result.elided == total - LIMITS.output_limit
+    assert result.output.startswith("1\n2\n") and result.output.endswith("99999\n100000\n")
+
+
+def test_diff_against_start(repo):
+    with BwrapSandbox(repo, LIMITS) as sandbox:
+        assert sandbox.diff() == ""
+        sandbox.execute("sed -i 's/a - b/a + b/' calc.py && echo new > extra.txt && python -m pytest -q")
+        patch = sandbox.diff()
+    assert "+    return a + b" in patch and "+++ b/extra.txt" in patch
+    assert "__pycache__" not in patch
