@@ -1,6 +1,6 @@
 """Compile latency, and compiling against fitting a LoRA by gradient descent.
 
-    python -m bench.bench_compile [--threads 1] [--train-steps 150] [--fit-skills 3]
+    python -m bench.bench_compile [--threads 1] [--train-steps 150] [--fit-skills 3] [--skip-step-cost]
 
 Part 1: adapters for the real shapes of Qwen2.5-0.5B and Qwen2.5-7B (configs written from
 their published dimensions, models built on the meta device), q_proj and v_proj at rank 8:
@@ -11,6 +11,9 @@ Part 2, side by side on a tiny base: a hypernetwork is trained briefly (stage 1)
 skill library; for held-out skills the compiled adapter's reconstruction loss is measured, then
 a fresh LoRA of the same rank is fitted to the same text by Adam until it reaches that loss.
 The ratio is fitting time over compile time.
+
+Part 3: the cost of one LoRA gradient step on a model of Qwen2.5-0.5B's size (random weights,
+since only the cost matters) against one compile for the same shapes.
 """
 from __future__ import annotations
 
@@ -123,7 +126,7 @@ def _fit_lora(base_state: dict, config: LlamaConfig, tokens, goal: float, lr: fl
     loss = float("inf")
     for step in range(1, max_steps + 1):
         total, n = token_loss(model, ids, attn, labels)
-        loss = float(total) / n
+        loss = float(total.detach()) / n
         if loss <= goal:
             return time.perf_counter() - start, step - 1, loss
         optim.zero_grad()
@@ -132,7 +135,8 @@ def _fit_lora(base_state: dict, config: LlamaConfig, tokens, goal: float, lr: fl
     return time.perf_counter() - start, max_steps, loss
 
 
-def part2(train_steps: int, fit_skills: int, max_fit_steps: int) -> None:
+def part2(train_steps: int, fit_skills: int, max_fit_steps: int) -> float | None:
+    """Returns the median number of Adam steps needed to match the compiled adapter."""
     print("\n== compile vs. fitting a LoRA by gradient descent (tiny Llama, rank 8, q_proj+v_proj) ==")
     skills = _skills(40)
     tok = _tokenizer(skills)
@@ -151,7 +155,7 @@ def part2(train_steps: int, fit_skills: int, max_fit_steps: int) -> None:
         compiler = Compiler.load(Path(tmp) / "ckpt", base)
     _, held = split_heldout(skills, 0.2, 0)
     rng = random.Random(0)
-    ratios = []
+    ratios, steps_needed = [], []
     for i in held[:fit_skills]:
         text = skills[i]
         example = stage1_example(0, text, "full", tok, 160, rng)
@@ -172,10 +176,40 @@ def part2(train_steps: int, fit_skills: int, max_fit_steps: int) -> None:
         secs, steps, _, lr = best
         ratio = secs * 1e3 / compile_ms
         ratios.append(ratio)
+        steps_needed.append(steps)
         print(f"skill {i}: compiled loss {goal:.3f} in {compile_ms:.1f} ms | Adam (lr {lr}) reached it after "
               f"{steps} steps, {secs * 1e3:.0f} ms | ratio {ratio:.0f}x")
     if ratios:
         print(f"median ratio fitting/compiling: {statistics.median(ratios):.0f}x  (goal >= 1000x)")
+    return statistics.median(steps_needed) if steps_needed else None
+
+
+def part3(fit_steps: float | None, repeats: int) -> None:
+    """One LoRA gradient step at the size of Qwen2.5-0.5B (random weights: only the cost matters)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    print("\n== cost of one LoRA gradient step at Qwen2.5-0.5B size vs. one compile ==")
+    compiler = Compiler.load(None, QWEN_05B, config=HypernetConfig(rank=8))
+    compile_ms = _ms(lambda: compiler.compile([SKILL + f"\n<!-- {time.perf_counter()} -->"]), repeats)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(QWEN_05B)
+    model = get_peft_model(model, LoraConfig(r=8, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    optim = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+    ids = torch.randint(0, QWEN_05B.vocab_size, (1, 256))
+
+    def step():
+        loss = model(input_ids=ids, labels=ids).loss
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+
+    step_ms = _ms(step, 2)
+    print(f"compile {compile_ms:.0f} ms | one Adam step on a 256-token skill {step_ms:.0f} ms | "
+          f"ratio per step {step_ms / compile_ms:.0f}x")
+    if fit_steps:
+        print(f"at the {fit_steps:.0f} steps the tiny base needed to match the compiled adapter: "
+              f"{fit_steps * step_ms / compile_ms:.0f}x (step cost measured here, step count from part 2)")
 
 
 def main() -> None:
@@ -186,12 +220,15 @@ def main() -> None:
     ap.add_argument("--fit-skills", type=int, default=3)
     ap.add_argument("--max-fit-steps", type=int, default=2000)
     ap.add_argument("--skip-fit", action="store_true", help="only part 1")
+    ap.add_argument("--skip-step-cost", action="store_true", help="skip part 3 (builds a 0.5B-parameter model, ~2 GB)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch threads: {torch.get_num_threads()}")
     part1(args.repeats)
     if not args.skip_fit:
-        part2(args.train_steps, args.fit_skills, args.max_fit_steps)
+        steps = part2(args.train_steps, args.fit_skills, args.max_fit_steps)
+        if not args.skip_step_cost:
+            part3(steps, args.repeats)
 
 
 if __name__ == "__main__":

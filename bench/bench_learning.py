@@ -37,6 +37,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--rank", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--models", type=Path, default=None, help="models folder (default HOME/models); trained on first use")
+    p.add_argument("--policy", type=Path, default=None, help="a trained policy folder instead of the default model")
+    p.add_argument("--hypernet", type=Path, default=None, help="a hypernetwork checkpoint instead of the default one")
     p.add_argument("--conditions", nargs="+", default=["off", "on", "on-factors"])
     p.add_argument("--out", type=Path, default=Path("bench/out"))
     return p.parse_args()
@@ -103,8 +105,10 @@ def main() -> None:
 
     models = args.models or default_models()
     t0 = time.monotonic()
-    policy = ensure_policy(models, show_progress=False)
-    hypernet = ensure_hypernet(models, show_progress=False) if args.skill_mode != "context" else None
+    policy = args.policy or ensure_policy(models, show_progress=False)
+    hypernet = None
+    if args.skill_mode != "context":
+        hypernet = args.hypernet or ensure_hypernet(models, show_progress=False)
     print(f"policy {policy}, hypernet {hypernet} ready in {time.monotonic() - t0:.0f}s", flush=True)
     model = make_model(f"hf:{policy}")
     compiler = make_compiler(hypernet, model)

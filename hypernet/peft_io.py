@@ -186,10 +186,14 @@ def read_info(adapter_dir: str | Path) -> AdapterInfo:
     )
 
 
-def load_adapter(adapter_dir: str | Path) -> tuple[LoraDelta, AdapterInfo]:
-    """Reads a PEFT LoRA folder (ours or any PEFT-written one) with the scaling folded into B."""
+def load_adapter(adapter_dir: str | Path, base: Any = None) -> tuple[LoraDelta, AdapterInfo]:
+    """Reads a PEFT LoRA folder (ours or any PEFT-written one) with the scaling folded into B.
+
+    Given `base` (a model, a meta-device model, a config or a model folder), an adapter made
+    for another base raises BaseMismatchError.
+    """
     path = Path(adapter_dir)
-    info = read_info(path)
+    info = check_base(path, base) if base is not None else read_info(path)
     config = json.loads((path / CONFIG_FILE).read_text())
     weights_path = path / WEIGHTS_FILE
     if not weights_path.is_file():

@@ -30,12 +30,14 @@ SERVER_COMMAND = ["python3", "-u", f"/{SERVER_PATH}", str(AGENT_UID), str(AGENT_
 START_TIMEOUT = 120.0  # seconds for the start snapshot of a large repository
 BACKSTOP = 15.0  # seconds past a command's own timeout before the client gives up on the server
 
+
 class DockerSandbox:
     """A container from the sandbox image holding a copy of repo at /repo.
 
-    Opening it creates and starts the container, copies the repository in, starts the command
-    server and records the start state; close() (also on leaving `with`, at interpreter exit
-    and on SIGTERM) removes the container.
+    Opening it creates the container, copies the repository in and starts it; the command
+    server's greeting and the snapshot of the start state are read on first use (wait_ready()
+    asks for them at once). close() (also on leaving `with`, at interpreter exit and on SIGTERM)
+    removes the container.
     """
 
     def __init__(self, repo: Path, limits: SandboxLimits | None = None, image: str | None = None,

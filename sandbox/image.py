@@ -139,8 +139,9 @@ def ensure_image(
         raise ValueError(f"unknown build method {method!r}: choose one of {', '.join(METHODS)}")
     start = time.monotonic()
     client = engine(client)
-    if not rebuild and image_exists(client, tag):
-        return ImageOutcome(tag, "existing", client.images.get(tag).id, 0.0)
+    previous = client.images.get(tag).id if image_exists(client, tag) else None
+    if previous and not rebuild:
+        return ImageOutcome(tag, "existing", previous, 0.0)
 
     # The CLI passes its home's cache; called alone, the same place is found from the environment.
     cache_dir = Path(cache_dir or Path(os.environ.get("SKILLGRAFT_HOME") or Path.home() / ".skillgraft") / "cache")
@@ -172,4 +173,9 @@ def ensure_image(
         method = "debootstrap"
     report("checking the image")
     verify(client, tag)
+    if previous and previous != image_id:
+        try:
+            client.images.remove(previous)  # the replaced build would linger untagged
+        except docker.errors.APIError:
+            pass  # still used by a container; the engine keeps it until that is gone
     return ImageOutcome(tag, method.removeprefix("auto-"), image_id, time.monotonic() - start, log)

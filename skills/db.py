@@ -30,6 +30,8 @@ FTS_DDL = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS skill_fts USING fts5("
     "name, description, body, version_id UNINDEXED, tokenize=\"unicode61 tokenchars '_'\")",
     "CREATE VIRTUAL TABLE IF NOT EXISTS skill_fts_terms USING fts5vocab(skill_fts, 'row')",
+    # Column weights for ORDER BY rank (name, description, body); FTS5 keeps this in its config.
+    "INSERT INTO skill_fts(skill_fts, rank) VALUES ('rank', 'bm25(2.0, 1.5, 1.0)')",
 )
 
 

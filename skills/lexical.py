@@ -29,8 +29,8 @@ _STOP = frozenset(
 )
 MAX_TERMS = 24
 # BM25 gives a single occurrence in a field of average length about idf * 1.2 (description weight
-# 1.5, k1 1.2); dividing by this makes "contains every query term once" come out near 1.
-_FTS_WEIGHTS = (2.0, 1.5, 1.0)
+# 1.5 as configured in db.py, k1 1.2); dividing by this makes "contains every query term once"
+# come out near 1.
 _FTS_ONE_HIT = 1.5 * 2.2 / (1.5 + 1.2)
 
 
@@ -45,6 +45,13 @@ def tokens(text: str) -> list[str]:
 
 def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(t for t in tokens(query) if t not in _STOP))[:MAX_TERMS]
+
+
+def max_postings(n_docs: int) -> int:
+    """Terms in more skills than this are left out of the match: scoring their long posting lists
+    is what makes lexical search slow, and their low IDF would add little. They still count in
+    the scale, so matching only them was never going to score much."""
+    return max(200, n_docs // 100)
 
 
 def fts_idf(n_docs: int, df: int) -> float:
@@ -90,11 +97,11 @@ class FtsLexical:
             df = self._frequencies(conn, terms, n_docs)
             present = [t for t in terms if df[t] > 0]
             scale = _FTS_ONE_HIT * sum(fts_idf(n_docs, df[t]) for t in present)
-            if not present or scale <= 0:
+            useful = [t for t in present if df[t] <= max_postings(n_docs)]
+            if not useful or scale <= 0:
                 return []
-            match = " OR ".join(f'"{t}"' for t in present)
-            q = sql(f"SELECT rowid, bm25(skill_fts, {', '.join(map(str, _FTS_WEIGHTS))}) AS s FROM skill_fts "
-                    "WHERE skill_fts MATCH :m ORDER BY s LIMIT :n")
+            match = " OR ".join(f'"{t}"' for t in useful)
+            q = sql("SELECT rowid, rank FROM skill_fts WHERE skill_fts MATCH :m ORDER BY rank LIMIT :n")
             rows = conn.execute(q, {"m": match, "n": limit}).all()
         return [(int(r), min(1.0, -float(s) / scale)) for r, s in rows]
 
@@ -150,6 +157,8 @@ class MemoryBM25:
                 continue
             idf = fts_idf(n_docs, len(ids))
             scale += idf
+            if len(ids) > max_postings(n_docs):
+                continue
             parts_ids.append(ids)
             parts_scores.append(idf * tfs * (self.k1 + 1) / (tfs + self.k1 * (1 - self.b + self.b * lengths / avg)))
         if not parts_ids or scale <= 0:

@@ -60,6 +60,8 @@ class Retriever:
         self._version_of_row: list[int] = []
         self._number_of: dict[int, int] = {}
         self._watermark = 0
+        self._seen_ids: set[int] = set()  # kept only where ids can commit out of order (not SQLite)
+        self._seen = 0
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
 
     @property
@@ -121,13 +123,25 @@ class Retriever:
         """Brings the matrix up to the database; returns how many skills changed."""
         with self._lock:
             with self.db.engine.connect() as conn:  # a bare connection: this check runs on every search
-                newest = conn.execute(select(func.max(SkillVersion.id))).scalar() or 0
-            if newest <= self._watermark:
+                if self.db.is_sqlite:
+                    # One writer at a time: version ids become visible in order, the newest id says it all.
+                    newest, count = conn.execute(select(func.max(SkillVersion.id))).scalar() or 0, None
+                else:
+                    # Concurrent writers can commit a lower id after a higher one; the count shows the gap.
+                    count, newest = conn.execute(select(func.count(), func.max(SkillVersion.id))).one()
+                    newest = newest or 0
+            gap = count is not None and count != self._seen
+            if newest <= self._watermark and not gap:
                 return 0
+            columns = (SkillVersion.id, SkillVersion.skill_id, SkillVersion.skill_name, SkillVersion.number,
+                       SkillVersion.description, SkillVersion.body)
             with self.db.read() as s:
-                rows = s.exec(select(SkillVersion.id, SkillVersion.skill_id, SkillVersion.skill_name, SkillVersion.number,
-                                     SkillVersion.description, SkillVersion.body)
-                              .where(SkillVersion.id > self._watermark, SkillVersion.id <= newest)).all()
+                rows = list(s.exec(select(*columns).where(SkillVersion.id > self._watermark, SkillVersion.id <= newest)))
+                if gap and self._seen_ids:
+                    late = set(s.exec(select(SkillVersion.id).where(SkillVersion.id <= self._watermark))) - self._seen_ids
+                    late_ids = sorted(late)
+                    for i in range(0, len(late_ids), _CHUNK):
+                        rows += s.exec(select(*columns).where(col(SkillVersion.id).in_(late_ids[i : i + _CHUNK])))
             latest: dict[int, _Doc] = {}
             for vid, sid, name, number, desc, body in rows:
                 if number > self._number_of.get(sid, 0) and (sid not in latest or number > latest[sid].number):
@@ -138,6 +152,9 @@ class Retriever:
             if not self.db.has_fts:
                 self.lexical.update((d.skill_id, d.text) for d in docs)
             self._watermark = newest
+            if count is not None:
+                self._seen_ids.update(r[0] for r in rows)
+                self._seen = len(self._seen_ids)
             return len(docs)
 
     def _place(self, docs: list[_Doc], vectors: np.ndarray) -> None:
@@ -169,7 +186,9 @@ class Retriever:
         with self._lock:
             if self._n == 0 or k <= 0:
                 return []
-            semantic = self._matrix[: self._n] @ self.query_vector(query)
+            # einsum rather than BLAS: one matrix-vector product is memory bound, and BLAS's
+            # thread hand-offs cost more than they save (badly so on a busy machine).
+            semantic = np.einsum("ij,j->i", self._matrix[: self._n], self.query_vector(query))
             return self._combine(query, semantic, self._row_of, self._version_of_row, k)
 
     def _combine(self, query: str, semantic: np.ndarray, row_of: dict[int, int], version_of_row: list[int], k: int):

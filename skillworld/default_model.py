@@ -22,8 +22,8 @@ from skillworld.policy.train import TrainConfig, train_policy
 
 POLICY_NAME = "skillworld-tiny"
 HYPERNET_NAME = "skillworld-tiny-hypernet"
-EPISODES_PER_FAMILY = 60
-RECIPE = TrainConfig(size="tiny", steps=500, batch_size=8, lr=2e-3, seed=0, families=list(SEEN))
+EPISODES_PER_FAMILY = 40
+RECIPE = TrainConfig(size="tiny", steps=300, batch_size=8, lr=2e-3, seed=0, families=list(SEEN))
 
 
 def episodes_path(models_dir: Path) -> Path:

@@ -150,3 +150,17 @@ def test_heatmap_png_per_archive(tmp_path: Path):
     assert [p.name for p in paths] == [f"run{result.run_id}-{t}.png" for t in TASKS]
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_starting_checkpoints_are_selected_by_id_name_kind_and_global_history(tmp_path: Path):
+    from evolve.cycleqd import select_checkpoints
+
+    store, _, ids = store_with_experts(tmp_path)
+    assert select_checkpoints(store, ["kind:checkpoint"]) == ids
+    assert select_checkpoints(store, ["name:expert-beta", str(ids[0]), str(ids[1])]) == [ids[1], ids[0]]
+    with pytest.raises(ValueError, match="matches no stored adapter"):
+        select_checkpoints(store, ["global"])
+    first = store.commit_global(store.adapter_path(ids[2]), None, {"method": "test"}, base_fingerprint="sha256:tiny-synthetic-base")
+    assert select_checkpoints(store, ["global"]) == [first.id]
+    with pytest.raises(ValueError, match="use an adapter id"):
+        select_checkpoints(store, ["everything"])

@@ -167,3 +167,22 @@ def test_base_hidden_encoder_reads_the_base_model():
     assert len(compiler.compile(["run the tests"])[0]) == 4
     with pytest.raises(ValueError, match="meta-device"):
         make_encoder("base-hidden", base_model=meta_model(_config()), tokenizer=tok)
+
+
+def test_gpt2_style_conv1d_adapter_loads_in_peft_and_matches_hooks(tmp_path):
+    from transformers import GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64)
+    torch.manual_seed(0)
+    base = GPT2LMHeadModel(config).eval()
+    compiler = Compiler.load(None, config, config=HypernetConfig(hidden=64, embed_dim=16, rank=4, target_modules=("c_attn",)))
+    _wake(compiler)
+    folder = compiler.compile_to_dir(SKILL, tmp_path / "g")
+    fresh = GPT2LMHeadModel(config).eval()
+    fresh.load_state_dict(base.state_dict())
+    peft_logits = _logits(PeftModel.from_pretrained(fresh, str(folder)).eval())
+    with torch.no_grad():
+        with generated_lora(base, compiler.net(compiler.encoder.encode([SKILL]))):
+            hooked = _logits(base)
+    assert torch.allclose(hooked, peft_logits, atol=1e-5)
+    assert not torch.allclose(peft_logits, _logits(base), atol=1e-3)

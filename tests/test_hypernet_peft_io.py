@@ -125,6 +125,9 @@ def test_adapter_on_other_base_is_refused(tmp_path):
     with pytest.raises(BaseMismatchError, match="tiny-llama.*Compile the skill again"):
         check_base(folder, _model(hidden_size=64))
     assert read_info(folder).hypernet_ckpt is None
+    with pytest.raises(BaseMismatchError):
+        load_adapter(folder, base=_config(num_hidden_layers=3))
+    assert set(load_adapter(folder, base=_config())[0]) == set(_random_delta(base, 3))
 
 
 def test_concat_equals_activating_adapters_together(tmp_path):

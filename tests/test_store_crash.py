@@ -14,6 +14,7 @@ import pytest
 from skills import Store
 from store_fixtures import pg_url, postgres_server, store_url, write_skill  # noqa: F401
 
+pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 TREE = 80
 

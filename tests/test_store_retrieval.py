@@ -129,3 +129,55 @@ def test_search_sees_versions_written_by_another_store(minilm: MiniLMEmbedder, t
     assert [r[0] for r in ranked_cached] == [r[0] for r in ranked_plain]
     reader.close()
     writer.close()
+
+
+def test_lexical_score_rewards_rare_identifiers_not_common_words(store_url: str, tmp_path: Path) -> None:
+    """FTS5 on SQLite, the in-memory BM25 elsewhere: same scale, same verdicts."""
+    from skills.lexical import FtsLexical, MemoryBM25
+
+    store = Store(store_url, tmp_path / "artifacts")
+    for i in range(40):
+        store.add_version(f"skill-{i}", f"Run the tests and read the error output, step {i}.\n", "authored",
+                          description=f"Common advice number {i}")
+    target = store.add_version("loader", "Call frobnicate_config(path); it reads the error log.\n", "authored",
+                               description="Load settings")
+    lexical = store.retriever.lexical
+    assert isinstance(lexical, FtsLexical if store.db.is_sqlite else MemoryBM25)
+    if isinstance(lexical, MemoryBM25):
+        lexical.update((v.skill_id, f"{v.skill_name} {v.description} {v.body}") for v in store.latest_versions())
+    n = len(store.skills())
+    ranked = dict(lexical.scores("frobnicate_config error", 10, n))
+    assert max(ranked, key=ranked.get) == target.skill_id and ranked[target.skill_id] > 0.6
+    assert all(score < 0.2 for sid, score in ranked.items() if sid != target.skill_id)
+    common = [score for _, score in lexical.scores("error output", 10, n)]
+    assert common and max(common) - min(common) < 0.1  # words every skill has lift all alike, reorder nothing
+    store.close()
+
+
+@pytest.mark.postgres
+def test_versions_committed_out_of_id_order_are_still_found(minilm: MiniLMEmbedder, pg_url: str, tmp_path: Path) -> None:
+    """On PostgreSQL a lower id can commit after a higher one; the search must not skip it."""
+    from skills.schema import Skill, SkillVersion, utcnow
+
+    reader = Store(pg_url, tmp_path / "artifacts", embedder=minilm)
+    writer = Store(pg_url, tmp_path / "artifacts", embedder=minilm)
+    fill(writer)
+    assert reader.search("git conflict markers", k=1)[0].skill_name == "resolve-git-conflicts"
+
+    def row(session, name: str, body: str) -> SkillVersion:  # noqa: ANN001
+        skill = Skill(name=name)
+        session.add(skill)
+        session.flush()
+        return SkillVersion(skill_id=skill.id, skill_name=name, number=1, text=f"---\\nname: {name}\\ndescription: d\\n---\\n{body}",
+                            body=body, description="Bake sourdough bread", frontmatter={}, content_hash=name * 2,
+                            origin="authored", created_at=utcnow())
+
+    with writer.db.write() as slow:  # takes the lower id, commits last
+        slow.add(row(slow, "sourdough-bread", "Feed the starter, then knead the dough.\n"))
+        slow.flush()
+        with writer.db.write() as fast:
+            fast.add(row(fast, "espresso-shots", "Grind fine and pull a 25 second shot.\n"))
+        assert reader.search("pull an espresso shot", k=1)[0].skill_name == "espresso-shots"
+    assert reader.search("knead dough with a sourdough starter", k=1)[0].skill_name == "sourdough-bread"
+    reader.close()
+    writer.close()

@@ -38,15 +38,14 @@ def crossover(
     """Σ ω_i/(Σω) · τ_i, one ω per parent ("model") or drawn afresh for every module ("module")."""
     if not parents:
         raise ValueError("crossover needs at least one parent")
-    if granularity == "model":
-        coeffs = crossover_weights(len(parents), rng, mu, sigma)
-        return truncate(concat(parents, coeffs.tolist()), rank)
-    if granularity != "module":
+    if granularity not in ("model", "module"):
         raise ValueError(f"unknown crossover granularity {granularity!r}")
+    shared = crossover_weights(len(parents), rng, mu, sigma) if granularity == "model" else None
     child: LoraDelta = {}
+    # Module by module, so only one module's stacked factors exist at a time.
     for name in _module_union(parents):
-        coeffs = crossover_weights(len(parents), rng, mu, sigma)
-        parts = [({name: p[name]}, c) for p, c in zip(parents, coeffs) if name in p]
+        coeffs = shared if shared is not None else crossover_weights(len(parents), rng, mu, sigma)
+        parts = [({name: p[name]}, float(c)) for p, c in zip(parents, coeffs) if name in p]
         child.update(truncate(concat([d for d, _ in parts], [c for _, c in parts]), rank))
     return child
 
@@ -75,11 +74,13 @@ def svd_expert_mutation(
     The expert is the current quality task's best elite: the child is pushed along the
     directions that make that elite good, by at most w_max of each direction's strength.
     """
-    push: LoraDelta = {}
+    out: LoraDelta = dict(child)
     for name, (U, S, Vh) in expert_svd.items():
         u = _uniforms(rng, 0.0, w_max, S.shape[0], S)
-        push[name] = LowRank(B=U * (u * S), A=Vh.clone())
-    return truncate(concat([child, push], [1.0, 1.0]), rank)
+        push = {name: LowRank(B=U * (u * S), A=Vh)}
+        own = {name: child[name]} if name in child else {}
+        out.update(truncate(concat([own, push], [1.0, 1.0]), rank))
+    return out
 
 
 def svd_rescale_mutation(
@@ -113,15 +114,16 @@ def gaussian_mutation(
     noise is comparable across modules of different magnitude. k = rank keeps it low rank.
     """
     gen = torch.Generator().manual_seed(int(rng.integers(0, 2**63 - 1)))
-    noise: LoraDelta = {}
+    out: LoraDelta = {}
     for name, lr in child.items():
         out_dim, in_dim = lr.shape
         rms = _rms(lr)
         k = max(1, min(rank, out_dim, in_dim))
         P = torch.randn(out_dim, k, generator=gen, dtype=torch.float32)
         Q = torch.randn(k, in_dim, generator=gen, dtype=torch.float32)
-        noise[name] = LowRank(B=(P * (std * rms / k**0.5)).to(lr.B.dtype), A=Q.to(lr.A.dtype))
-    return truncate(concat([child, noise], [1.0, 1.0]), rank)
+        noise = LowRank(B=(P * (std * rms / k**0.5)).to(lr.B.dtype), A=Q.to(lr.A.dtype))
+        out.update(truncate(concat([{name: lr}, {name: noise}], [1.0, 1.0]), rank))
+    return out
 
 
 def _rms(lr: LowRank) -> float:

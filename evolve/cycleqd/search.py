@@ -65,12 +65,8 @@ class CycleQDResult:
     config: CycleQDConfig
     binning: Binning
     archives: dict[str, Archive]
-    history: list[GenerationStats] = field(default_factory=list)
-    merge: Any = None  # final_merge.MergeOutcome when a final merge ran
-
-    @property
-    def generation(self) -> int:
-        return self.history[-1].generation if self.history else 0
+    generation: int  # generations completed, counting those before a resume
+    history: list[GenerationStats] = field(default_factory=list)  # this call's generations only
 
     def best(self) -> dict[str, Elite]:
         return {t: a.best() for t, a in self.archives.items() if a.best() is not None}
@@ -160,6 +156,9 @@ def _start(recorder: RunRecorder, checkpoints: list[Any], tasks: list[str], eval
            config: CycleQDConfig, meta: Mapping[str, Any]) -> tuple[_Search, GenerationStats]:
     """Scores the starting checkpoints, sets the bin ranges from them and fills the archives."""
     deltas = [recorder.delta(c) for c in checkpoints]
+    bases = {recorder.info(c).fingerprint for c in checkpoints} - {None}
+    if len(bases) > 1:
+        raise ValueError(f"the starting checkpoints belong to different base models ({', '.join(sorted(bases))})")
     rank = config.rank or max(lr.rank for d in deltas for lr in d.values())
     candidates = [Candidate.of(d, adapter_id=c) for c, d in zip(checkpoints, deltas)]
     like = recorder.info(checkpoints[0])
@@ -240,6 +239,6 @@ def run_cycleqd(
             if on_generation:
                 on_generation(stats)
         return CycleQDResult(run_id=search.run_id, tasks=search.tasks, config=config, binning=search.binning,
-                             archives=search.archives, history=history)
+                             archives=search.archives, generation=max(done, config.generations), history=history)
     finally:
         recorder.close()

@@ -39,6 +39,7 @@ def plot_curves(curves: Mapping[str, Sequence[SessionPoint]], out: Path, title: 
 
     matplotlib.use("Agg")  # no display on servers; must precede pyplot
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
     for label, points in curves.items():
@@ -51,6 +52,7 @@ def plot_curves(curves: Mapping[str, Sequence[SessionPoint]], out: Path, title: 
         line = ax.plot(xs, ys, marker="o", label=label)[0]
         ax.fill_between(xs, lo, hi, alpha=0.2, color=line.get_color())
     ax.set_xlabel("session")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("success rate (95% Wilson interval)")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(title)

@@ -172,7 +172,12 @@ class Learner:
             return None
         version = self.store.add_version(name, text, origin="summarised", parent_id=previous.id if previous else None,
                                          trajectory_id=trajectory_id, session_id=session_id)
-        outcome.learned = f"{version.skill_name}@v{version.number}"
+        if previous is not None and version.id == previous.id:
+            # The summary is the text the skill already has: no new version, but the success
+            # still counts for the global adapter below.
+            outcome.note = f"summary unchanged: {version.skill_name}@v{version.number}"
+        else:
+            outcome.learned = f"{version.skill_name}@v{version.number}"
         if not self.parametric:
             return None
         adapter = compiled_adapter(self.store, self.compiler, version)

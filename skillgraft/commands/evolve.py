@@ -16,27 +16,6 @@ app = typer.Typer(help="Evolve the agent's adapters: CycleQD quality-diversity s
                   no_args_is_help=True)
 
 
-def _population(store, specs: list[str]) -> list[int]:
-    """Adapter ids from `--population` specs: an id, `global`, `global:NAME`, `name:NAME` or `kind:KIND`."""
-    ids: list[int] = []
-    for spec in specs or ["global"]:
-        if spec.isdigit():
-            store.adapter(int(spec))  # raises NotFound with the id in the message
-            found = [int(spec)]
-        elif spec == "global" or spec.startswith("global:"):
-            found = [a.id for a in store.global_history(spec.partition(":")[2] or "global")]
-        elif spec.startswith("name:"):
-            found = [a.id for a in store.adapters(name=spec[5:])]
-        elif spec.startswith("kind:"):
-            found = [a.id for a in store.adapters(kind=spec[5:])]
-        else:
-            raise ValueError(f"--population {spec!r}: use an adapter id, global, global:NAME, name:NAME or kind:KIND")
-        if not found:
-            raise ValueError(f"--population {spec!r} matches no stored adapter")
-        ids.extend(i for i in found if i not in ids)
-    return ids
-
-
 def _task_sets(specs: list[str]) -> dict[str, list]:
     from evolve.cycleqd.task_sets import load_task_set, parse_task_spec
 
@@ -115,6 +94,7 @@ def cycleqd(
     from agent.models.factory import make_model
     from agent.task import TaskError
     from evolve.cycleqd import AgentEvaluator, CycleQDConfig, merge_and_promote, run_cycleqd, write_heatmaps
+    from evolve.cycleqd.population import select_checkpoints
     from skills.errors import StoreError
     from skills.store import Store
 
@@ -139,7 +119,7 @@ def cycleqd(
         checks = _task_sets(validation) if validation else sets
         if set(checks) != set(sets):
             raise ValueError(f"--validation must name the same task sets as --tasks ({', '.join(sets)})")
-        checkpoints = [] if resume is not None else _population(store, population)
+        checkpoints = [] if resume is not None else select_checkpoints(store, population)
     except (ValueError, TaskError, StoreError) as exc:
         store.close()
         raise fail(str(exc), 2)
@@ -161,16 +141,16 @@ def cycleqd(
     validator = evaluator if not validation else AgentEvaluator(task_sets=checks, model_factory=factory, sandbox=sandbox,
                                                                 workers=workers, image=image)
     names = list(sets)
-    table = Table("gen", "quality", "kept", "evals", "QD score", "coverage", *[f"best {t}" for t in names],
-                  title="CycleQD", show_edge=False)
+    header = " | ".join(["gen", "quality", "kept", "evals", "QD score", "coverage", *[f"best {t}" for t in names]])
     try:
         with Progress(TextColumn("[bold]CycleQD"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=True, disable=as_json) as progress:
             bar = progress.add_task("generations", total=generations + 1)
+            if not as_json:
+                progress.console.print(f"[bold]{header}[/]")
 
             def on_generation(stats) -> None:
                 progress.update(bar, completed=stats.generation + 1)
-                table.add_row(*_row_cells(stats, names))
                 if not as_json:
                     progress.console.print(" | ".join(_row_cells(stats, names)))
 
@@ -192,8 +172,14 @@ def cycleqd(
                           "merge": outcome.to_dict() if outcome else None, "heatmaps": [str(p) for p in pngs]},
                          default=str))
         return
+    table = Table("archive", "elites", "coverage", "QD score", "best quality", "best adapter",
+                  title=f"CycleQD run {result.run_id} after {result.generation} generations", show_edge=False)
+    for task, archive in result.archives.items():
+        st = archive.stats()
+        table.add_row(task, str(st.elites), f"{st.coverage:.1%}", f"{st.qd_score:.3f}",
+                      "-" if st.best_quality is None else f"{st.best_quality:.3f}", str(st.best_adapter_id or "-"))
     console.print(table)
-    console.print(f"run [bold]{result.run_id}[/]: heatmaps in {folder}")
+    console.print(f"heatmaps in {folder}")
     if outcome is not None:
         verdict = "[green]promoted[/]" if outcome.accepted else "[yellow]not promoted[/]"
         console.print(f"final merge (adapter {outcome.merge_adapter_id}): {verdict}: {outcome.reason}")

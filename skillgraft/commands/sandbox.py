@@ -47,7 +47,7 @@ def build(
             progress.update(task, description=message[:110])
             return
         # In a log (CI, setup script) a spinner shows nothing: print each new stage once instead.
-        stage = message.split(":", 1)[0]
+        stage = message.split(": ", 1)[0]
         if not as_json and (not stages or stages[-1] != stage):
             stages.append(stage)
             console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {stage}")

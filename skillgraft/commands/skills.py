@@ -183,12 +183,15 @@ def search(
 ) -> None:
     """Find the skills most relevant to a task (embeddings plus lexical match)."""
     st = open_store(home, store)
-    pending = st.retriever.refresh  # embedding new skills can take a while; show it
-    with Progress(TextColumn("embedding new skills"), BarColumn(), MofNCompleteColumn(), console=console,
-                  transient=True, disable=as_json) as bar:
-        task = bar.add_task("embed", total=None)
-        pending(progress=lambda n: bar.advance(task, n))
-    hits = st.search(query, k=k)
+    try:
+        # Skills added since the last search are embedded first, which can take a while: show it.
+        with Progress(TextColumn("embedding new skills"), BarColumn(), MofNCompleteColumn(), console=console,
+                      transient=True, disable=as_json) as bar:
+            task = bar.add_task("embed", total=None)
+            st.embed_pending(progress=lambda n: bar.advance(task, n))
+        hits = st.search(query, k=k)
+    except (RuntimeError, OSError) as exc:
+        raise fail(f"search failed: {exc}") from exc
     if as_json:
         print(json.dumps([{"skill": h.skill_name, "version": h.version.number, "version_id": h.version.id,
                            "score": h.score, "semantic": h.semantic, "lexical": h.lexical,

@@ -1,0 +1,29 @@
+"""Which stored adapters start a search: named by id, by the global adapter's history, by name or kind."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+
+def select_checkpoints(store: Any, specs: Sequence[str] = ("global",)) -> list[int]:
+    """Adapter ids for specs: an id, `global` (every global version), `global:NAME`, `name:NAME`, `kind:KIND`.
+
+    Order follows the specs, then the store's version order; an adapter named twice counts once.
+    """
+    ids: list[int] = []
+    for spec in specs or ("global",):
+        spec = str(spec).strip()
+        if spec.isdigit():
+            store.adapter(int(spec))  # raises NotFound naming the id
+            found = [int(spec)]
+        elif spec == "global" or spec.startswith("global:"):
+            found = [a.id for a in store.global_history(spec.partition(":")[2] or "global")]
+        elif spec.startswith("name:"):
+            found = [a.id for a in store.adapters(name=spec[5:])]
+        elif spec.startswith("kind:"):
+            found = [a.id for a in store.adapters(kind=spec[5:])]
+        else:
+            raise ValueError(f"population {spec!r}: use an adapter id, global, global:NAME, name:NAME or kind:KIND")
+        if not found:
+            raise ValueError(f"population {spec!r} matches no stored adapter")
+        ids.extend(i for i in found if i not in ids)
+    return ids

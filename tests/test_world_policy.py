@@ -1,0 +1,49 @@
+"""The tiny policy's recipe on a very small config: it trains, its loss falls, and the saved
+folder loads as an `hf:` model that takes a compiled LoRA adapter."""
+from __future__ import annotations
+
+import pytest
+
+from skillworld.dataset import episode_record
+from skillworld.episodes import run_episodes
+from skillworld.generate import generate
+from skillworld.policy.train import TrainConfig, train_policy
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    episodes = run_episodes([generate("wrong_operator", 1), generate("off_by_one", 2)], backend="local")
+    assert all(e.success for e in episodes)
+    records = [episode_record(e) for e in episodes]
+    out = tmp_path_factory.mktemp("policy")
+    config = TrainConfig(size="micro", vocab_size=600, context=1024, steps=40, batch_size=4, lr=5e-3, warmup=5, seed=1)
+    report = train_policy(records, out, config, show_progress=False)
+    return out, report
+
+
+def test_micro_policy_loss_falls(trained):
+    _, report = trained
+    first = sum(report["losses"][:5]) / 5
+    assert report["final_loss"] < 0.7 * first, (first, report["final_loss"])
+    assert report["examples"] == 4  # two episodes, each with and without a skill in context
+
+
+def test_saved_policy_loads_with_hf_and_takes_a_compiled_adapter(trained, tmp_path):
+    from agent.models.factory import make_model
+    from agent.prompts import instance_prompt, system_prompt
+    from hypernet.compile import Compiler
+    from skillworld.library import for_family
+
+    folder, _ = trained
+    model = make_model(f"hf:{folder}", max_new_tokens=12)
+    chat = [{"role": "system", "content": system_prompt()}, {"role": "user", "content": instance_prompt("Fix it.")}]
+    before = model.query(chat).content
+    assert isinstance(before, str)
+    rendered = model.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    assert rendered.endswith("<|assistant|>") and rendered.startswith("<|system|>")
+
+    compiler = Compiler.load(None, str(folder), seed=0)
+    adapter = compiler.compile_to_dir(for_family("wrong_operator")[0].body, tmp_path / "adapter")
+    model.load_adapter(adapter)
+    assert model.query(chat).content == before  # an untrained hypernetwork compiles ΔW = 0
+    model.unload_adapter()
