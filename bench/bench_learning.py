@@ -142,8 +142,11 @@ def main() -> None:
         if "off" in last:
             for k in points:
                 if k != "off":
-                    ratio = last[k] / last["off"] if last["off"] else float("inf") if last[k] else float("nan")
-                    print(f"last session, {k} / off: {ratio:.2f}x (goal >= 1.3x)  [{last[k]:.0%} vs {last['off']:.0%}]")
+                    if last["off"]:
+                        ratio = f"{last[k] / last['off']:.2f}x"
+                    else:
+                        ratio = "undefined (off solved none)" if not last[k] else "unbounded (off solved none)"
+                    print(f"last session, {k} / off: {ratio} (goal >= 1.3x)  [{last[k]:.0%} vs {last['off']:.0%}]")
         if "on" in last and "on-factors" in last:
             print(f"last session, factor EMA vs exact EMA: {last['on-factors']:.0%} vs {last['on']:.0%}")
         if drift_figure is not None:

@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 
 from evolve.learn.global_adapter import EmaConfig, factor_ema, fold_into_global

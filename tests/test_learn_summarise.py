@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-from pathlib import Path
 
 import pytest
 

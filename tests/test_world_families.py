@@ -66,7 +66,6 @@ def test_tasks_fail_before_and_pass_after_the_expert_in_the_sandbox_image():
     after = run_episodes(tasks, backend="docker", verify=True)
     assert [e.task.id for e in after if not e.success] == []
     # The same repositories untouched: the tests must fail, or the task would be free.
-    from skillworld.episodes import RUNNER  # noqa: F401  (the runner runs no commands when given none)
     before = _untouched_verdicts(tasks)
     assert [wt.id for wt, rc in zip(tasks, before) if rc == 0] == []
 

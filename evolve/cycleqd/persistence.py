@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -32,7 +33,8 @@ class RunRecorder:
 
     store: Any  # skills.store.Store
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="cycleqd-")))
-    _deltas: dict[Any, LoraDelta] = field(default_factory=dict, init=False, repr=False)
+    max_cached: int = 64  # adapters kept in memory; an archive of Llama-8B rank-16 elites is 26 MiB each
+    _deltas: OrderedDict[Any, LoraDelta] = field(default_factory=OrderedDict, init=False, repr=False)
     _infos: dict[Any, AdapterInfo] = field(default_factory=dict, init=False, repr=False)
 
     # ------------------------------------------------------------ run rows
@@ -64,15 +66,20 @@ class RunRecorder:
     # ------------------------------------------------------------ adapters
 
     def delta(self, adapter_id: Any) -> LoraDelta:
-        """The adapter's ΔW factors, read from its stored folder once and kept for the run."""
-        if adapter_id not in self._deltas:
-            delta, info = load_adapter(self.store.adapter_path(adapter_id))
-            self._deltas[adapter_id] = delta
-            self._infos[adapter_id] = info
-        return self._deltas[adapter_id]
+        """The adapter's ΔW factors, read from its stored folder and kept while recently used."""
+        if adapter_id in self._deltas:
+            self._deltas.move_to_end(adapter_id)
+            return self._deltas[adapter_id]
+        delta, info = load_adapter(self.store.adapter_path(adapter_id))
+        self._deltas[adapter_id] = delta
+        self._infos[adapter_id] = info
+        while len(self._deltas) > self.max_cached:
+            self._deltas.popitem(last=False)
+        return delta
 
     def info(self, adapter_id: Any) -> AdapterInfo:
-        self.delta(adapter_id)
+        if adapter_id not in self._infos:
+            self.delta(adapter_id)
         return self._infos[adapter_id]
 
     def folder(self, adapter_id: Any) -> Path:

@@ -104,9 +104,11 @@ class _Search:
         best = archive.best()
         if best is None:
             return None
-        if best.adapter_id not in self._expert_svd:
-            self._expert_svd[best.adapter_id] = svd(self.recorder.delta(best.adapter_id))
-        return self._expert_svd[best.adapter_id]
+        held = self._expert_svd.get(archive.task)
+        if held is None or held[0] != best.adapter_id:
+            # One SVD per archive's current best elite, recomputed only when that elite changes.
+            held = self._expert_svd[archive.task] = (best.adapter_id, svd(self.recorder.delta(best.adapter_id)))
+        return held[1]
 
     def _child(self, generation: int, index: int, archive: Archive, pool: list[Elite], expert) -> tuple[Candidate, list]:
         rng = np.random.default_rng([self.config.seed, generation, index])

@@ -46,6 +46,15 @@ def run(
     sandbox: SandboxKind = typer.Option(SandboxKind.docker, "--sandbox", help="Where commands run: a Docker container or a bubblewrap jail."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Trajectory JSON file (default HOME/trajectories/<time>-<task>.json)."),
     skill: list[Path] = typer.Option([], "--skill", help="A skill put in the model's context: a text file, a SKILL.md, or a skill folder. Repeatable."),
+    skills_sel: list[str] = typer.Option(
+        [], "--skills",
+        help="Skills from the store: 'auto' retrieves the best match for the task, 'none' uses none, else skill names. Repeatable.",
+    ),
+    skill_mode: str = typer.Option(
+        "context", "--skill-mode",
+        help="context: skill text in the prompt; parametric: skills compiled into a LoRA adapter (hf: models), text not in the prompt; both.",
+    ),
+    hypernet_ckpt: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint for --skill-mode parametric|both (default: the model's own)."),
     adapter: Optional[Path] = typer.Option(None, "--adapter", help="PEFT LoRA adapter folder to activate (hf: models only)."),
     image: Optional[str] = typer.Option(None, "--image", help="Sandbox image tag (Docker only)."),
     home: Optional[str] = HomeOption,
@@ -73,10 +82,27 @@ def run(
     if adapter is not None and not (adapter / "adapter_config.json").is_file():
         raise fail(f"{adapter}: not a PEFT adapter folder (no adapter_config.json)", EXIT_BAD_INPUT)
     spec = model or DEFAULT_MODEL
+    if spec == DEFAULT_MODEL:
+        from skillworld.default_model import ensure_policy
+
+        ensure_policy(settings.models, show_progress=not json_out)
     try:
         agent_model = make_model(spec, models_dir=settings.models)
     except ModelError as exc:
         raise fail(str(exc), EXIT_BAD_INPUT)
+    from skillgraft.commands.run_skills import SkillSelectionError, prepare
+    from skillgraft.commands.trajectories import open_store
+
+    run_store = open_store(settings)
+    try:
+        chosen = prepare(run_store, task, agent_model, spec, skills_sel, skill_mode, settings, hypernet_ckpt)
+    except SkillSelectionError as exc:
+        raise fail(str(exc), EXIT_BAD_INPUT)
+    skills += chosen.context
+    if chosen.adapter_dir is not None:
+        if adapter is not None:
+            raise fail("--adapter and parametric store skills both name an adapter; give one of them", EXIT_BAD_INPUT)
+        adapter = chosen.adapter_dir
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     trajectory = output or settings.trajectories / f"{stamp}-{task.id}.json"
 
@@ -92,6 +118,7 @@ def run(
             result = run_task(
                 task, agent_model, sandbox=sandbox.value, skills=skills, adapter_dir=adapter,
                 trajectory_path=trajectory, image=image, on_step=on_step,
+                info={"skill_versions": chosen.versions, "skill_mode": skill_mode if chosen.versions else None},
             )
     except AdapterUnsupported as exc:
         raise fail(str(exc), EXIT_BAD_INPUT)
@@ -108,7 +135,7 @@ def run(
         console.line()  # the live view leaves the cursor at the end of its last row
     from skillgraft.commands.trajectories import record_in_store
 
-    record_in_store(settings, result, task, agent_model.name)
+    record_in_store(settings, result, task, agent_model.name, chosen.version_ids, chosen.adapter_ids)
     if json_out:
         console.print_json(json.dumps(_summary(result)))
     else:

@@ -52,7 +52,8 @@ def open_store(settings: Settings):
     return Store(url, settings.artifacts)
 
 
-def record_in_store(settings: Settings, result, task, model_name: str) -> None:
+def record_in_store(settings: Settings, result, task, model_name: str,
+                    skill_version_ids: list[int] = (), adapter_ids: list[int] = ()) -> None:
     """Registers a finished run in the store when one exists; a run is never lost for lack of one."""
     store = open_store(settings)
     if store is None or result.trajectory_path is None or not Path(result.trajectory_path).exists():
@@ -60,7 +61,7 @@ def record_in_store(settings: Settings, result, task, model_name: str) -> None:
     info = json.loads(Path(result.trajectory_path).read_text()).get("info", {})
     store.add_trajectory(
         result.trajectory_path, task.id, task.family, result.exit_status, result.reward, result.cost,
-        result.steps, info.get("timings", {}), [], [], model=model_name,
+        result.steps, info.get("timings", {}), list(skill_version_ids), list(adapter_ids), model=model_name,
     )
 
 

@@ -10,7 +10,7 @@ import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, fail, settings_from
+from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, err_console, fail, settings_from
 
 app = typer.Typer(help="SkillWorld: generated repo tasks in bug families, their skills, an expert, a tiny policy.",
                   no_args_is_help=True)
@@ -209,4 +209,4 @@ def _store_scores(settings, model: str, conditions: list[str], table, episodes: 
 
 def _bar() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console)
+                    console=err_console)  # stderr, so that --json output stays clean
