@@ -54,7 +54,7 @@ def learn(
     no_learning: bool = typer.Option(False, "--no-learning", help="Only run and record: nothing is summarised or merged."),
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="First run the same sessions with learning off, to draw both curves."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help=HELP_MODEL),
-    hypernet: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint that compiles skills into adapters (default HOME/models/hypernet if present)."),
+    hypernet: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint that compiles skills into adapters (default: the bundled policy's, if made)."),
     skill_mode: SkillMode = typer.Option(SkillMode.auto, "--skill-mode", help="How skills reach the model; auto: parametric when a hypernetwork and an adapter model are there, else context."),
     summariser: str = typer.Option("offline", "--summariser", help=f"Who writes skills from successes: {HELP_ROLE}"),
     generator: str = typer.Option("offline", "--generator", help=f"Who revises weak skills: {HELP_ROLE}"),
@@ -142,13 +142,12 @@ def learn(
 
 def _parts(settings, model, hypernet, skill_mode, summariser, generator):
     from agent.models.base import AdapterModel
-    from agent.models.factory import make_model
     from evolve.learn.roles import make_compiler, make_generator, make_summariser
+    from skillgraft.model_defaults import hypernet_for, load_model
 
-    agent_model = make_model(model or DEFAULT_MODEL, models_dir=settings.models)
-    ckpt = hypernet or (settings.models / "hypernet" if (settings.models / "hypernet").exists() else None)
-    if hypernet is not None and not hypernet.exists():
-        raise FileNotFoundError(f"hypernetwork checkpoint {hypernet} does not exist")
+    agent_model = load_model(settings, model)
+    adapter_ok = isinstance(agent_model, AdapterModel)
+    ckpt = hypernet_for(settings, model, hypernet) if adapter_ok and skill_mode.value != "context" else None
     adapter_ok = isinstance(agent_model, AdapterModel)
     compiler = make_compiler(ckpt, agent_model) if adapter_ok else None
     mode = skill_mode.value

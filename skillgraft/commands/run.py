@@ -68,7 +68,6 @@ def run(
     solved. The whole conversation is written to a trajectory file after every step.
     """
     from agent.models.base import ModelError
-    from agent.models.factory import make_model
     from agent.runner import AdapterUnsupported, run_task
     from agent.task import TaskError, load_task
     from sandbox.base import SandboxError, SandboxUnavailable
@@ -82,12 +81,10 @@ def run(
     if adapter is not None and not (adapter / "adapter_config.json").is_file():
         raise fail(f"{adapter}: not a PEFT adapter folder (no adapter_config.json)", EXIT_BAD_INPUT)
     spec = model or DEFAULT_MODEL
-    if spec == DEFAULT_MODEL:
-        from skillworld.default_model import ensure_policy
+    from skillgraft.model_defaults import load_model
 
-        ensure_policy(settings.models, show_progress=not json_out)
     try:
-        agent_model = make_model(spec, models_dir=settings.models)
+        agent_model = load_model(settings, spec, progress=not json_out)
     except ModelError as exc:
         raise fail(str(exc), EXIT_BAD_INPUT)
     from skillgraft.commands.run_skills import SkillSelectionError, prepare

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from skillgraft.settings import DEFAULT_MODEL, Settings
+from skillgraft.settings import Settings
 
 MODES = ("context", "parametric", "both")
 
@@ -26,22 +26,6 @@ class PreparedSkills:
     versions: list[str] = field(default_factory=list)  # "name@vN" for the trajectory
     version_ids: list[int] = field(default_factory=list)
     adapter_ids: list[int] = field(default_factory=list)
-
-
-def default_hypernet(settings: Settings, model_spec: str) -> Path:
-    """The hypernetwork that belongs to the model: the bundled one for the bundled policy, else
-    HOME/models/hypernet (what `skillgraft hypernet train` writes by default)."""
-    if model_spec == DEFAULT_MODEL:
-        from skillworld.default_model import ensure_hypernet
-
-        return ensure_hypernet(settings.models)
-    path = settings.models / "hypernet"
-    if not (path / "hypernet.json").is_file():
-        raise SkillSelectionError(
-            f"parametric skills need a hypernetwork trained for this base model; none at {path}. "
-            "Train one with `skillgraft hypernet train --stage 1 --base …` or pass --hypernet."
-        )
-    return path
 
 
 def prepare(store, task, model, model_spec: str, selection: list[str], mode: str, settings: Settings,
@@ -83,7 +67,17 @@ def _compile(store, model, model_spec, versions, settings, hypernet):
     from evolve.learn.compiled import compiled_adapter, compose
     from hypernet.compile import Compiler
 
-    checkpoint = hypernet or default_hypernet(settings, model_spec)
+    from skillgraft.model_defaults import hypernet_for
+
+    try:
+        checkpoint = hypernet_for(settings, model_spec, hypernet)
+    except FileNotFoundError as exc:
+        raise SkillSelectionError(str(exc)) from exc
+    if checkpoint is None:
+        raise SkillSelectionError(
+            f"parametric skills need a hypernetwork trained for this base model; none at {settings.models / 'hypernet'}. "
+            "Train one with `skillgraft hypernet train --stage 1 --base …` or pass --hypernet."
+        )
     compiler = Compiler.load(checkpoint, model.path)
     ids = [compiled_adapter(store, compiler, v).id for v in versions]
     current = store.latest_global()

@@ -1,0 +1,40 @@
+"""The bundled defaults: the model a command runs when none is named, and its hypernetwork.
+
+The bundled policy and its hypernetwork are made on first use (SkillWorld trains them here,
+with progress bars) and cached under HOME/models; nothing is downloaded.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from skillgraft.settings import DEFAULT_MODEL, Settings
+
+
+def load_model(settings: Settings, spec: str | None, *, progress: bool = True):
+    """The model a spec names (default: the bundled policy, trained first if missing)."""
+    from agent.models.factory import make_model
+
+    spec = spec or DEFAULT_MODEL
+    if spec == DEFAULT_MODEL:
+        from skillworld.default_model import ensure_policy
+
+        ensure_policy(settings.models, show_progress=progress)
+    return make_model(spec, models_dir=settings.models)
+
+
+def hypernet_for(settings: Settings, spec: str | None, given: Path | None = None, *, progress: bool = True) -> Path | None:
+    """The hypernetwork checkpoint that compiles skills for this model, or None when there is none.
+
+    An explicit checkpoint wins; the bundled policy gets its own (made if missing); any other
+    model gets HOME/models/hypernet when `skillgraft hypernet train` has written one there.
+    """
+    if given is not None:
+        if not Path(given).exists():
+            raise FileNotFoundError(f"hypernetwork checkpoint {given} does not exist")
+        return Path(given)
+    if (spec or DEFAULT_MODEL) == DEFAULT_MODEL:
+        from skillworld.default_model import ensure_hypernet
+
+        return ensure_hypernet(settings.models, show_progress=progress)
+    path = settings.models / "hypernet"
+    return path if (path / "hypernet.json").is_file() else None
