@@ -20,7 +20,7 @@ from agent.runner import RunResult, run_task
 from agent.task import Task
 from agent.trajectory import read_trajectory
 from evolve.learn.choose import retrieve, target_skill
-from evolve.learn.compiled import compiled_adapter, compose
+from agent.skill_adapters import compiled_adapter, compose
 from evolve.learn.episode import load_episode
 from evolve.learn.evaluate import AgentScorer, mean
 from evolve.learn.global_adapter import EmaConfig, FoldResult, fold_into_global

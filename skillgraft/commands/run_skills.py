@@ -64,7 +64,7 @@ def prepare(store, task, model, model_spec: str, selection: list[str], mode: str
 
 
 def _compile(store, model, model_spec, versions, settings, hypernet):
-    from evolve.learn.compiled import compiled_adapter, compose
+    from agent.skill_adapters import compiled_adapter, compose
     from hypernet.compile import Compiler
 
     from skillgraft.model_defaults import hypernet_for
