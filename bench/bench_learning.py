@@ -23,7 +23,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evolve.learn import EmaConfig, LearnConfig, Learner, OfflineSummariser  # noqa: E402
-from evolve.learn.curve import SessionPoint, plot_curves, wilson  # noqa: E402
+from evolve.intervals import wilson  # noqa: E402
+from evolve.learn.curve import SessionPoint, plot_curves  # noqa: E402
 from evolve.learn.schedule import world_sessions  # noqa: E402
 
 

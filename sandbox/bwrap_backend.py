@@ -20,7 +20,7 @@ from pathlib import Path
 
 from sandbox.base import WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable
 from sandbox.exec_server import OutputCap, collect
-from sandbox.git_state import DIFF_LIMIT, GIT_DIFF, GIT_START
+from sandbox.git_state import GIT_START, read_diff
 from sandbox.lifecycle import live_sandboxes, register
 
 HIDDEN = ("/root", "/home", "/run", "/tmp")  # secrets, sockets and scratch of the host stay out
@@ -167,12 +167,7 @@ class BwrapSandbox:
         return ExecResult(output=output, returncode=128 - code if code < 0 else code, timed_out=timed_out, elided=elided)
 
     def diff(self) -> str:
-        result = self._run(GIT_DIFF, max(60.0, self.limits.command_timeout), DIFF_LIMIT)
-        if result.returncode != 0:
-            raise SandboxError(f"git diff failed in the sandbox: {result.output.strip()[:2000]}")
-        if result.elided:
-            raise SandboxError(f"the diff is longer than {DIFF_LIMIT} characters; it is not a patch anyone can review")
-        return result.output
+        return read_diff(self._run, max(60.0, self.limits.command_timeout))
 
     def close(self) -> None:
         if self._closed:

@@ -18,7 +18,7 @@ import docker.errors
 from sandbox.base import WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable
 from sandbox.copy_in import repo_tarball
 from sandbox.engine_retry import transient_retry
-from sandbox.git_state import DIFF_LIMIT, GIT_DIFF, GIT_START
+from sandbox.git_state import GIT_START, read_diff
 from sandbox.image import IMAGE_TAG, engine, image_exists
 from sandbox.lifecycle import live_sandboxes, owner_labels, register
 from sandbox.rootfs import AGENT_UID
@@ -189,12 +189,7 @@ class DockerSandbox:
         return ExecResult(output=f"the command did not finish and was killed ({why})", returncode=137, timed_out=True)
 
     def diff(self) -> str:
-        result = self._run(GIT_DIFF, max(60.0, self.limits.command_timeout), DIFF_LIMIT)
-        if result.returncode != 0:
-            raise SandboxError(f"git diff failed in the sandbox: {result.output.strip()[:2000]}")
-        if result.elided:
-            raise SandboxError(f"the diff is longer than {DIFF_LIMIT} characters; it is not a patch anyone can review")
-        return result.output
+        return read_diff(self._run, max(60.0, self.limits.command_timeout))
 
     def close(self) -> None:
         if self._closed:

@@ -5,6 +5,7 @@ refs/skillgraft/start built with a scratch index, so the agent's index, HEAD and
 they were; the diff builds another scratch index from the worktree, so new files show up and
 ignored ones do not. A folder that is not a repository yet gets one, with a first commit.
 """
+from sandbox.base import SandboxError
 
 IDENTITY = "-c user.name=agent -c user.email=agent@sandbox"
 
@@ -40,3 +41,14 @@ exit $status
 
 # The diff is the task's result, not an observation: it is kept whole up to this many characters.
 DIFF_LIMIT = 20_000_000
+
+
+def read_diff(run, timeout: float) -> str:
+    """The patch, from a backend's `run(script, timeout, limit) -> ExecResult`; SandboxError when
+    git fails or the patch is too long to be one anyone could review."""
+    result = run(GIT_DIFF, timeout, DIFF_LIMIT)
+    if result.returncode != 0:
+        raise SandboxError(f"git diff failed in the sandbox: {result.output.strip()[:2000]}")
+    if result.elided:
+        raise SandboxError(f"the diff is longer than {DIFF_LIMIT} characters; it is not a patch anyone can review")
+    return result.output

@@ -6,7 +6,6 @@ prompt), "both". Each episode draws one of its family's paraphrases from its see
 """
 from __future__ import annotations
 
-import math
 import random
 import tempfile
 import threading
@@ -15,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from evolve.intervals import wilson
 from skillworld import library
 from skillworld.families import GROUPS
 from skillworld.generate import HELDOUT_START, WorldTask, generate
@@ -47,16 +47,6 @@ class Cell:
     @property
     def interval(self) -> tuple[float, float]:
         return wilson(self.successes, self.episodes)
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval: unlike the normal approximation, sane at 0% and 100%."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def episode_skill(family: str, seed: int) -> library.WorldSkill:

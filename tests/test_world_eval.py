@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from skillworld.evaluate import EpisodeResult, cells, episode_skill, wilson
+from evolve.intervals import wilson
+from skillworld.evaluate import EpisodeResult, cells, episode_skill
 
 
 def test_wilson_interval_known_values():

@@ -1,10 +1,11 @@
 """Success rate per session with intervals, and the learning-curve picture (learning on against off)."""
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from evolve.intervals import wilson
 
 
 @dataclass(frozen=True)
@@ -20,17 +21,6 @@ class SessionPoint:
     @property
     def interval(self) -> tuple[float, float]:
         return wilson(self.successes, self.episodes)
-
-
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval: unlike the normal one it stays inside [0, 1] for small n."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def plot_curves(curves: Mapping[str, Sequence[SessionPoint]], out: Path, title: str = "Success per session") -> Path:
