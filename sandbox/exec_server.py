@@ -99,13 +99,7 @@ def kill_tree(session: int, uid: int, since: int) -> int:
         victims = [pid for pid in _pids() if pid != me and belongs(pid, session, uid, since)]
         if not victims:
             return killed
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.005)
+        killed += _sigkill(victims)
     return killed
 
 
@@ -124,13 +118,20 @@ def kill_user(uid: int) -> int:
                 continue
         if not victims:
             return killed
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.005)
+        killed += _sigkill(victims)
+    return killed
+
+
+def _sigkill(pids: list[int]) -> int:
+    """Kills each pid still there, then yields a moment so the dead can be reaped; returns how many."""
+    killed = 0
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except (ProcessLookupError, PermissionError):
+            pass
+    time.sleep(0.005)
     return killed
 
 

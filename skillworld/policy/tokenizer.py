@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 SYSTEM, USER, ASSISTANT, END, PAD = "<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|pad|>"
@@ -22,7 +22,15 @@ CHAT_TEMPLATE = (
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048) -> PreTrainedTokenizerFast:
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # Runs of spaces and each digit stand alone, so a name or a line number is the same tokens
+    # wherever it appears ("::test_scale" in a test report, "def scale(" in a grep): the policy's
+    # main job is copying those from an observation into its next command, and a name that
+    # changes tokens with the character before it is much harder to copy for a small model.
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(" +"), behavior="isolated"),
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False),
+    ])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL, min_frequency=2,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
