@@ -67,6 +67,7 @@ def _run_in_image(folder: Path, image: str | None, workers: int) -> None:
     import docker
 
     from sandbox.image import IMAGE_TAG
+    from sandbox.lifecycle import owner_labels
 
     client = docker.from_env()
     (folder / "episode_runner.py").write_text(RUNNER.read_text())
@@ -74,7 +75,9 @@ def _run_in_image(folder: Path, image: str | None, workers: int) -> None:
     logs = client.containers.run(
         image or IMAGE_TAG, ["python3", "/jobs/episode_runner.py", "/jobs/jobs.json", "/jobs/results.json", str(workers)],
         volumes={str(folder): {"bind": "/jobs", "mode": "rw"}}, network_disabled=True, user="root",
-        remove=True, mem_limit="2g", labels={"skillgraft.sandbox": "skillworld-episodes"},
+        remove=True, mem_limit="2g", pids_limit=1024,
+        # The owner labels let `skillgraft sandbox reap` remove it if this process dies mid-run.
+        labels={**owner_labels(), "skillgraft.purpose": "skillworld-episodes"},
     )
     if not (folder / "results.json").exists():
         raise RuntimeError(f"episode runner left no results: {logs[-2000:]!r}")
