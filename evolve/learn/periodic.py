@@ -20,10 +20,8 @@ def cycleqd_every(validation: Sequence[Task], model_factory: Callable[[], object
     def run(learner, session_number: int) -> str | None:
         if len(groups) < 2:
             return "CycleQD skipped: it needs validation tasks of at least two families"
-        try:
-            from evolve.cycleqd import AgentEvaluator, CycleQDConfig, merge_and_promote, run_cycleqd
-        except ImportError as exc:  # the search is an optional part of the learner
-            return f"CycleQD skipped: {exc}"
+        from evolve.cycleqd import AgentEvaluator, CycleQDConfig, merge_and_promote, run_cycleqd
+
         seen, checkpoints = set(), []
         for rec in reversed(learner.store.global_history(learner.config.ema.name)):
             if rec.artifact_hash not in seen:  # rollbacks repeat weights; score each once

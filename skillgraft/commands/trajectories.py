@@ -41,11 +41,9 @@ class Entry:
 
 
 def open_store(settings: Settings):
-    """The store, or None when there is none yet (a SQLite file not created) or no store code."""
-    try:
-        from skills.store import Store
-    except ImportError:
-        return None
+    """The store, or None when there is none yet (a SQLite file not created)."""
+    from skills.store import Store
+
     url = settings.store_url
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
         return None
