@@ -43,9 +43,10 @@ def train_policy(records: list[dict], out_dir: Path, config: TrainConfig, *, sho
     tokenizer = train_tokenizer(corpus(records), config.vocab_size)
     convs = conversations(records, seed=config.seed)
     examples = [encode_conversation(tokenizer, c) for c in convs]
-    examples = [e for e in examples if len(e[0]) <= config.context]
-    if not examples:
-        raise ValueError("no training example fits the context")
+    # An episode longer than the context still teaches its first turns: cut it, do not drop it.
+    examples = [(ids[:config.context], mask[:config.context]) for ids, mask in examples]
+    if not any(any(mask) for _, mask in examples):
+        raise ValueError("no assistant token fits the context")
     model = build_policy(len(tokenizer), config.size, config.context, tokenizer.pad_token_id, tokenizer.eos_token_id)
     model.train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
