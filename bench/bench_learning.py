@@ -23,7 +23,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evolve.learn import EmaConfig, LearnConfig, Learner, OfflineSummariser  # noqa: E402
-from evolve.intervals import wilson  # noqa: E402
 from evolve.learn.curve import SessionPoint, plot_curves  # noqa: E402
 from evolve.learn.schedule import world_sessions  # noqa: E402
 
@@ -136,7 +135,7 @@ def main() -> None:
             cells = []
             for k in points:
                 p = points[k][i]
-                lo, hi = wilson(p.successes, p.episodes)
+                lo, hi = p.interval
                 cells.append(f"{p.successes:>2}/{p.episodes:<2} {p.rate:5.0%} [{lo:4.0%},{hi:4.0%}]")
             print(f"{i + 1:>7}  " + "  ".join(f"{c:>24}" for c in cells))
         last = {k: v[-1].rate for k, v in points.items()}

@@ -13,3 +13,18 @@ def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+class SuccessRate:
+    """For records with `successes` and `episodes`: the rate and its 95% interval."""
+
+    successes: int
+    episodes: int
+
+    @property
+    def rate(self) -> float:
+        return self.successes / self.episodes if self.episodes else 0.0
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson(self.successes, self.episodes)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from sandbox.base import WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable
 from sandbox.exec_server import OutputCap, collect
-from sandbox.git_state import GIT_START, read_diff
-from sandbox.lifecycle import live_sandboxes, register
+from sandbox.git_state import GIT_START
+from sandbox.lifecycle import TrackedSandbox, register
 
 HIDDEN = ("/root", "/home", "/run", "/tmp")  # secrets, sockets and scratch of the host stay out
 SPECIAL = {"proc", "dev", "sys"}
@@ -46,7 +46,7 @@ def bwrap_binary() -> str:
     return path
 
 
-class BwrapSandbox:
+class BwrapSandbox(TrackedSandbox):
     """A copy of repo in a temporary folder, commands run in bubblewrap with it at /repo."""
 
     def __init__(self, repo: Path, limits: SandboxLimits | None = None):
@@ -166,21 +166,8 @@ class BwrapSandbox:
         code = proc.returncode
         return ExecResult(output=output, returncode=128 - code if code < 0 else code, timed_out=timed_out, elided=elided)
 
-    def diff(self) -> str:
-        return read_diff(self._run, max(60.0, self.limits.command_timeout))
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        live_sandboxes.discard(self)
+    def _release(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
-
-    def __enter__(self) -> "BwrapSandbox":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"BwrapSandbox({str(self.repo)!r}, root={str(self.root)!r}, closed={self._closed})"

@@ -18,9 +18,9 @@ import docker.errors
 from sandbox.base import WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable
 from sandbox.copy_in import repo_tarball
 from sandbox.engine_retry import transient_retry
-from sandbox.git_state import GIT_START, read_diff
+from sandbox.git_state import GIT_START
 from sandbox.image import IMAGE_TAG, engine, image_exists
-from sandbox.lifecycle import live_sandboxes, owner_labels, register
+from sandbox.lifecycle import TrackedSandbox, owner_labels, register
 from sandbox.rootfs import AGENT_UID
 from sandbox.server_channel import ServerChannel, ServerGone
 
@@ -31,7 +31,7 @@ START_TIMEOUT = 120.0  # seconds for the start snapshot of a large repository
 BACKSTOP = 15.0  # seconds past a command's own timeout before the client gives up on the server
 
 
-class DockerSandbox:
+class DockerSandbox(TrackedSandbox):
     """A container from the sandbox image holding a copy of repo at /repo.
 
     Opening it creates the container, copies the repository in and starts it; the command
@@ -188,14 +188,7 @@ class DockerSandbox:
             raise SandboxError(f"the sandbox became unusable: {why}; {exc}") from exc
         return ExecResult(output=f"the command did not finish and was killed ({why})", returncode=137, timed_out=True)
 
-    def diff(self) -> str:
-        return read_diff(self._run, max(60.0, self.limits.command_timeout))
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        live_sandboxes.discard(self)
+    def _release(self) -> None:
         if self._channel is not None:
             self._channel.close()
             self._channel = None
@@ -204,12 +197,6 @@ class DockerSandbox:
                 transient_retry(self.container.remove)(force=True)
             except docker.errors.NotFound:
                 pass
-
-    def __enter__(self) -> "DockerSandbox":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         name = self.container.short_id if self.container is not None else "-"

@@ -12,6 +12,7 @@ import socket
 import threading
 
 from sandbox.base import LABEL
+from sandbox.git_state import read_diff
 
 OWNER_PID = "skillgraft.owner.pid"
 OWNER_HOST = "skillgraft.owner.host"
@@ -83,3 +84,29 @@ def _install() -> None:
         # Only where nobody chose a handler: an application's own handling wins.
         if signal.getsignal(signum) is signal.SIG_DFL:
             signal.signal(signum, _exit_on_signal)
+
+
+class TrackedSandbox:
+    """What both backends share: the diff through their `_run`, closing exactly once, and
+    removal at interpreter exit. A backend supplies `_run`, `limits` and `_release()`."""
+
+    _closed = False
+
+    def diff(self) -> str:
+        return read_diff(self._run, max(60.0, self.limits.command_timeout))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        live_sandboxes.discard(self)
+        self._release()
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from evolve.intervals import wilson
+from evolve.intervals import SuccessRate
 from skillworld import library
 from skillworld.families import GROUPS
 from skillworld.generate import HELDOUT_START, WorldTask, generate
@@ -33,20 +33,12 @@ class EpisodeResult:
 
 
 @dataclass
-class Cell:
+class Cell(SuccessRate):
     name: str  # a family or a family group
     condition: str
     successes: int
     episodes: int
     mean_steps: float
-
-    @property
-    def rate(self) -> float:
-        return self.successes / self.episodes if self.episodes else 0.0
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        return wilson(self.successes, self.episodes)
 
 
 def episode_skill(family: str, seed: int) -> library.WorldSkill:

@@ -5,22 +5,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from evolve.intervals import wilson
+from evolve.intervals import SuccessRate
 
 
 @dataclass(frozen=True)
-class SessionPoint:
+class SessionPoint(SuccessRate):
     session: int  # 1-based position in the run
     successes: int
     episodes: int
-
-    @property
-    def rate(self) -> float:
-        return self.successes / self.episodes if self.episodes else 0.0
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        return wilson(self.successes, self.episodes)
 
 
 def plot_curves(curves: Mapping[str, Sequence[SessionPoint]], out: Path, title: str = "Success per session") -> Path:
