@@ -186,3 +186,27 @@ def test_learner_killed_mid_step_leaves_store_consistent_and_next_resumes(tmp_pa
     result = fold_into_global(store, add_skill_adapter(store, tmp_path, 999), EmaConfig(alpha=0.2, rank=2 * RANK))
     assert result.record.parent_id == head.id
     assert result.record.provenance["combined"][0]["adapter_id"] == head.id
+
+
+def test_a_refused_candidate_leaves_the_global_as_it_was(tmp_path):
+    store = open_store(tmp_path)
+    cfg = EmaConfig(alpha=0.5, rank=2 * RANK)
+    first = fold_into_global(store, add_skill_adapter(store, tmp_path, 1), cfg).record
+    second = add_skill_adapter(store, tmp_path, 2)
+    seen = []
+
+    def refuse(candidate: Path, current: Path) -> bool:
+        seen.append((to_dense(load_adapter(candidate)[0]), current))
+        return False
+
+    result = fold_into_global(store, second, cfg, gate=refuse)
+    assert not result.committed and result.record.id == first.id
+    assert [r.id for r in store.global_history()] == [first.id]
+    # the gate was shown the real candidate (the EMA of head and new) against the head's own folder
+    candidate, current = seen[0]
+    d1, d2 = dense_of(store, first.id), dense_of(store, second)
+    for m in MODULES:
+        torch.testing.assert_close(candidate[m], 0.5 * d1[m] + 0.5 * d2[m], rtol=1e-4, atol=1e-5)
+    assert current == store.adapter_path(first.id)
+    accepted = fold_into_global(store, second, cfg, gate=lambda candidate, current: True)
+    assert accepted.committed and accepted.record.version == 2 and accepted.record.parent_id == first.id

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from skillworld.policy.copy_warmup import copy_warmup
 from skillworld.policy.data import conversations, corpus
 from skillworld.policy.model import build_policy, parameter_count
 from skillworld.policy.tokenizer import encode_conversation, train_tokenizer
@@ -30,6 +31,8 @@ class TrainConfig:
     lr: float = 2e-3
     warmup: int = 20
     weight_decay: float = 0.05
+    # Steps of a synthetic copying task before behaviour cloning (see copy_warmup.py).
+    copy_warmup: int = 0
     seed: int = 0
     families: list[str] = field(default_factory=list)
 
@@ -49,6 +52,8 @@ def train_policy(records: list[dict], out_dir: Path, config: TrainConfig, *, sho
         raise ValueError("no assistant token fits the context")
     model = build_policy(len(tokenizer), config.size, config.context, tokenizer.pad_token_id, tokenizer.eos_token_id)
     model.train()
+    warmup_losses = copy_warmup(model, len(tokenizer), config.copy_warmup, lr=config.lr, seed=config.seed,
+                                show_progress=show_progress)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     optim = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
@@ -80,6 +85,7 @@ def train_policy(records: list[dict], out_dir: Path, config: TrainConfig, *, sho
     report = {"config": asdict(config), "parameters": parameter_count(model), "examples": len(examples),
               "episodes": len(records), "max_tokens": max(len(e[0]) for e in examples),
               "mean_tokens": sum(len(e[0]) for e in examples) / len(examples),
+              "copy_warmup_final_loss": warmup_losses[-1] if warmup_losses else None,
               "first_loss": losses[0], "final_loss": sum(losses[-20:]) / len(losses[-20:]),
               "losses": losses, "seconds": time.monotonic() - started, "torch_threads": torch.get_num_threads()}
     (out_dir / "training.json").write_text(json.dumps(report, indent=1))

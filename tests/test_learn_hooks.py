@@ -1,0 +1,106 @@
+"""What the learner does around its sessions, each in a real session on a real store with Docker
+sandboxes: the validation gate of the global adapter, refinement of a weak skill, and CycleQD
+every K sessions."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.models.hf_model import HFModel
+from evolve.learn.global_adapter import EmaConfig
+from evolve.learn.loop import LearnConfig, Learner
+from evolve.learn.summarise_offline import OfflineSummariser
+from learn_support import PoolExpert, parts  # noqa: F401  (parts is a fixture)
+from skills.store import Store
+from skillworld.generate import HELDOUT_START, generate
+
+pytestmark = pytest.mark.docker
+
+
+def distinct_tasks(family: str, count: int, first: int):
+    """`count` tasks of a family whose failing tests have different names."""
+    out, seed = [], first
+    while len(out) < count:
+        wt = generate(family, HELDOUT_START + seed)
+        if wt.planted.name not in {t.planted.name for t in out}:
+            out.append(wt)
+        seed += 1
+    return out
+
+
+def test_the_gate_runs_validation_with_candidate_and_current_global(parts, tmp_path):
+    base, compiler = parts
+    a, b, v = distinct_tasks("off_by_one", 3, 40)
+    model = PoolExpert(HFModel(base, max_new_tokens=8), [a, b, v])
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
+    config = LearnConfig(skill_mode="parametric", gate=True, ema=EmaConfig(alpha=0.5, rank=8))
+    learner = Learner(store, model, compiler, OfflineSummariser(), config, tmp_path / "work", validation=[v.task()])
+
+    learner.run_session([a.task()])  # no global yet: the first one is committed without a vote
+    first = store.latest_global()
+    assert first.version == 1 and len(model.loaded) == 0
+    o = learner.run_session([b.task()]).outcomes[0]
+    # the run of b (with global v1), then the validation task under the candidate and under v1
+    loaded = [p.resolve() for p in model.loaded]
+    assert len(loaded) == 3 and loaded[2] == store.adapter_path(first.id).resolve()
+    assert loaded[1].parent.name.startswith("skillgraft-global-")
+    # the expert solves the validation task either way: no regression, so the candidate is kept
+    assert o.success and o.global_after == 2 and store.latest_global().version == 2 and "refused" not in o.note
+
+
+def test_a_weak_skill_is_refined_after_the_session(tmp_path):
+    from evolve.learn.propose import OfflineGenerator
+    from evolve.learn.refine import AgentVerifier, Refiner
+    from skillworld import library
+
+    known, x1, x2, v = distinct_tasks("off_by_one", 4, 60)
+    model = PoolExpert(HFModel.__new__(HFModel), [known, v])  # context mode: the weights are never used
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
+    recipe = library.for_family("off_by_one")[0]
+    store.add_version(recipe.name, recipe.text, origin="authored")
+    config = LearnConfig(skill_mode="context", refine_below=0.5, refine_min_uses=3)
+    refiner = Refiner(store, OfflineGenerator(), AgentVerifier(store, model, skill_mode="context"), rounds=1, minibatch=2)
+    learner = Learner(store, model, None, OfflineSummariser(), config, tmp_path / "work", validation=[v.task()],
+                      refiner=refiner)
+    report = learner.run_session([known.task(), x1.task(), x2.task()])
+
+    assert [o.success for o in report.outcomes] == [True, False, False]
+    # the first success is summarised into v2, which the two later runs get
+    assert [o.skills for o in report.outcomes] == [[f"{recipe.name}@v1"]] + [[f"{recipe.name}@v2"]] * 2
+    # one of three is below 0.5: the refiner ran, scored the skill on the validation task and,
+    # since no text can change what this policy does, kept no revision
+    notes = [n for n in report.notes if n.startswith(recipe.name)]
+    assert len(notes) == 1 and "no revision beat v" in notes[0]
+    start = store.latest_version(recipe.name)
+    scores = store.scores("skill_version", start.id)
+    assert {s.condition for s in scores} >= {"refine-validation", f"refine:{v.id}"}
+    assert next(s for s in scores if s.condition == "refine-validation").score == 1.0
+    assert store.sessions(kind="learn")[-1].summary["notes"] == report.notes
+
+
+def test_cycleqd_runs_every_k_sessions_over_the_global_history(parts, tmp_path):
+    from evolve.learn.periodic import cycleqd_every
+
+    base, compiler = parts
+    a, b = distinct_tasks("off_by_one", 2, 80)
+    (c,) = distinct_tasks("inverted_comparison", 1, 80)
+    model = PoolExpert(HFModel(base, max_new_tokens=8), [a, b, c])
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
+    validation = [a.task(), c.task()]  # two families: two CycleQD tasks
+    config = LearnConfig(skill_mode="parametric", cycleqd_every=2, ema=EmaConfig(alpha=0.5, rank=8))
+    hook = cycleqd_every(validation, lambda: model, generations=1)
+    learner = Learner(store, model, compiler, OfflineSummariser(), config, tmp_path / "work", validation=validation,
+                      periodic=hook)
+
+    first = learner.run_session([a.task()])
+    assert not any("CycleQD" in n for n in first.notes) and store.qd_runs() == []
+    second = learner.run_session([b.task()])
+    notes = [n for n in second.notes if n.startswith("CycleQD after session 2")]
+    assert len(notes) == 1, second.notes
+    (run,) = store.qd_runs()
+    # the population was the two global versions; each family is an archive holding elites
+    assert sorted(run.config["tasks"]) == ["inverted_comparison", "off_by_one"]
+    for task in ("inverted_comparison", "off_by_one"):
+        entries = store.archive(run.id, task)
+        assert entries and all(e.quality == 1.0 for e in entries)
