@@ -12,17 +12,19 @@ from skillworld.policy.train import TrainConfig, train_policy
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    episodes = run_episodes([generate("wrong_operator", 1), generate("off_by_one", 2)], backend="local")
+    episodes = run_episodes([generate("wrong_operator", 1), generate("off_by_one", 2), generate("wrong_boolean", 3)],
+                            backend="local")
     assert all(e.success for e in episodes)
     records = [episode_record(e) for e in episodes]
     out = tmp_path_factory.mktemp("policy")
-    config = TrainConfig(size="micro", vocab_size=600, context=1024, steps=40, batch_size=4, lr=5e-3, warmup=5, seed=1)
-    report = train_policy(records, out, config, show_progress=False)
-    return out, report
+    config = TrainConfig(size="micro", vocab_size=600, context=1024, steps=40, batch_size=4, lr=5e-3, warmup=5, seed=1,
+                         copy_warmup=3)
+    report = train_policy(records[:2], out, config, show_progress=False)
+    return out, report, records
 
 
 def test_micro_policy_loss_falls(trained):
-    _, report = trained
+    _, report, _ = trained
     first = sum(report["losses"][:5]) / 5
     assert report["final_loss"] < 0.7 * first, (first, report["final_loss"])
     assert report["examples"] == 4  # two episodes, each with and without a skill in context
@@ -34,7 +36,7 @@ def test_saved_policy_loads_with_hf_and_takes_a_compiled_adapter(trained, tmp_pa
     from hypernet.compile import Compiler
     from skillworld.library import for_family
 
-    folder, _ = trained
+    folder, _, _ = trained
     model = make_model(f"hf:{folder}", max_new_tokens=12)
     chat = [{"role": "system", "content": system_prompt()}, {"role": "user", "content": instance_prompt("Fix it.")}]
     before = model.query(chat).content
@@ -47,3 +49,25 @@ def test_saved_policy_loads_with_hf_and_takes_a_compiled_adapter(trained, tmp_pa
     model.load_adapter(adapter)
     assert model.query(chat).content == before  # an untrained hypernetwork compiles ΔW = 0
     model.unload_adapter()
+
+
+def test_a_lora_expert_learns_a_new_family_and_loads_on_the_policy(trained, tmp_path):
+    from agent.models.factory import make_model
+    from hypernet.lora import frobenius_norm
+    from hypernet.peft_io import check_base, load_adapter
+    from skillworld.policy.lora_expert import train_lora_expert
+
+    folder, _, records = trained
+    unseen = [r for r in records if r["family"] == "wrong_boolean"]
+    report = train_lora_expert(folder, unseen, tmp_path / "expert", rank=4, steps=40, lr=3e-2, show_progress=False)
+    assert report["families"] == ["wrong_boolean"] and report["final_loss"] < 0.95 * report["first_loss"], report
+    delta, info = load_adapter(tmp_path / "expert")
+    assert {lr.rank for lr in delta.values()} == {4} and frobenius_norm(delta) > 0
+    assert check_base(tmp_path / "expert", str(folder)).fingerprint == info.fingerprint
+    # the policy itself is untouched: the expert lives only in the adapter
+    model = make_model(f"hf:{folder}", max_new_tokens=12)
+    chat = [{"role": "system", "content": "s"}, {"role": "user", "content": "Fix it."}]
+    before = model.query(chat).content
+    model.load_adapter(tmp_path / "expert")
+    model.unload_adapter()
+    assert model.query(chat).content == before

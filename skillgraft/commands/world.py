@@ -127,6 +127,44 @@ def train_policy_cmd(home: Optional[str] = HomeOption, store: Optional[str] = St
                   f"{report['final_loss']:.3f} in {report['seconds']:.0f} s")
 
 
+@app.command("train-expert")
+def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the adapter into."),
+                     families: Optional[list[str]] = FamiliesOption,
+                     policy: Optional[Path] = typer.Option(None, help="Policy folder (default: the bundled skillworld-tiny)."),
+                     episodes: int = typer.Option(40, min=1, help="Expert episodes per family (training seeds)."),
+                     steps: int = typer.Option(150, min=1, help="Training steps."),
+                     rank: int = typer.Option(8, min=1, help="LoRA rank."),
+                     seed: int = typer.Option(0, help="Seed of the data order and the initial adapter."),
+                     register: bool = typer.Option(False, "--register", help="Also add it to the store as a checkpoint adapter."),
+                     home: Optional[str] = HomeOption, store: Optional[str] = StoreOption):
+    """Train a LoRA expert on the policy for some families (a CycleQD starting checkpoint)."""
+    from skillworld.dataset import build_episodes
+    from skillworld.default_model import ensure_policy
+    from skillworld.policy.lora_expert import train_lora_expert
+
+    settings = settings_from(home, store)
+    fams = _families(families)
+    policy_dir = policy or ensure_policy(settings.models)
+    if not (Path(policy_dir) / "config.json").is_file():
+        raise fail(f"--policy {policy_dir}: no transformers model there", 2)
+    with _bar() as bar:
+        task = bar.add_task("expert episodes", total=None)
+        records = build_episodes(fams, episodes, settings.models / "skillworld-episodes" / "experts.jsonl",
+                                 progress=lambda done, total: bar.update(task, completed=done, total=total))
+    report = train_lora_expert(Path(policy_dir), records, out, rank=rank, steps=steps, seed=seed)
+    console.print(f"expert for {', '.join(report['families'])} at {out}: rank {rank}, loss {report['first_loss']:.3f} "
+                  f"→ {report['final_loss']:.3f} on {report['episodes']} episodes")
+    if register:
+        from hypernet.peft_io import read_info
+        from skills.store import Store
+
+        info = read_info(out)
+        db = Store(settings.store_url, settings.artifacts)
+        record = db.add_adapter(out, "checkpoint", info.fingerprint or "unknown", rank, float(rank), list(info.target_modules),
+                                {"expert": report["families"], "steps": steps}, name=f"expert-{'+'.join(report['families'])}"[:120])
+        console.print(f"registered as adapter {record.id}")
+
+
 @app.command("eval")
 def eval_cmd(model: str = typer.Option("skillworld-tiny", help="expert, skillworld-tiny, or hf:<folder>."),
              condition: list[str] = typer.Option(["none"], help="none, context, parametric or both; repeatable."),

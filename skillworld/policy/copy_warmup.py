@@ -4,9 +4,12 @@ The policy's job is mostly copying: a test name from a pytest report into a grep
 number and a value from the grep into a sed. Trained from scratch on a few hundred episodes, a
 small model first memorises the episodes instead, and its guesses at held-out names come from
 the training names. A random token sequence followed by itself can only be predicted by
-copying, so a hundred-odd steps of it build the attention that looks up an earlier occurrence
+copying, so a few hundred steps of it build the attention that looks up an earlier occurrence
 of the current token and continues from there (it appears abruptly, after about a hundred steps
-at the default size); behaviour cloning then starts from a model that can copy.
+at the default size). Every other batch draws its spans from a dozen tokens, so a token recurs
+within a span and only the position reached so far says how to go on, as in copying
+`test_scale_steps` out of `tests/test_entries.py::test_scale_steps`. Behaviour cloning then
+starts from a model that can copy.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 FIRST_ORDINARY_ID = 8  # above the special tokens
-SPAN, BATCH = 40, 16
+SPAN, BATCH, SMALL_ALPHABET = 40, 16, 12
 
 
 def copy_warmup(model, vocab_size: int, steps: int, *, lr: float, seed: int, show_progress: bool = True) -> list[float]:
@@ -32,6 +35,9 @@ def copy_warmup(model, vocab_size: int, steps: int, *, lr: float, seed: int, sho
             for group in optim.param_groups:
                 group["lr"] = lr * min(1.0, (step + 1) / 20)
             span = torch.randint(FIRST_ORDINARY_ID, vocab_size, (BATCH, SPAN), generator=gen)
+            if step % 2:
+                alphabets = span[:, :SMALL_ALPHABET]
+                span = torch.gather(alphabets, 1, torch.randint(0, SMALL_ALPHABET, (BATCH, SPAN), generator=gen))
             ids = torch.cat([span, span], dim=1)
             labels = ids.clone()
             labels[:, :SPAN + 1] = -100  # only the repeat is predictable

@@ -1,22 +1,19 @@
-"""Behaviour cloning of the expert: next-token loss on the assistant's tokens only.
-
-Deterministic from the seed (same data order, same initial weights) on a given number of
-torch threads. A small nanoGPT-style loop: AdamW, warm-up then cosine decay, gradient clipping.
-"""
+"""Training the policy from scratch: tokenizer, a copying warm-up, then behaviour cloning of the
+expert on the assistant's tokens only (fit.py). Deterministic from the seed (same data order,
+same initial weights) on a given number of torch threads."""
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from skillworld.policy.copy_warmup import copy_warmup
 from skillworld.policy.data import conversations, corpus
+from skillworld.policy.fit import Schedule, fit
 from skillworld.policy.model import build_policy, parameter_count
 from skillworld.policy.tokenizer import encode_conversation, train_tokenizer
 
@@ -51,32 +48,11 @@ def train_policy(records: list[dict], out_dir: Path, config: TrainConfig, *, sho
     if not any(any(mask) for _, mask in examples):
         raise ValueError("no assistant token fits the context")
     model = build_policy(len(tokenizer), config.size, config.context, tokenizer.pad_token_id, tokenizer.eos_token_id)
-    model.train()
+    started = time.monotonic()
     warmup_losses = copy_warmup(model, len(tokenizer), config.copy_warmup, lr=config.lr, seed=config.seed,
                                 show_progress=show_progress)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    optim = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                               {"params": no_decay, "weight_decay": 0.0}], lr=config.lr, betas=(0.9, 0.95))
-    order = _batches(examples, config.batch_size, config.steps, config.seed)
-    losses: list[float] = []
-    started = time.monotonic()
-    columns = [TextColumn("training policy"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
-               TimeElapsedColumn(), TimeRemainingColumn()]
-    with Progress(*columns, disable=not show_progress, transient=False) as bar:
-        task = bar.add_task("train", total=config.steps, loss="-")
-        for step, batch in enumerate(order):
-            for group in optim.param_groups:
-                group["lr"] = _lr(step, config)
-            ids, labels, attn = _collate([examples[i] for i in batch], tokenizer.pad_token_id)
-            loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
-            optim.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optim.step()
-            losses.append(loss.item())
-            bar.update(task, advance=1, loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
-    model.eval()
+    schedule = Schedule(config.steps, config.batch_size, config.lr, config.warmup, config.weight_decay, config.seed)
+    losses = fit(model, examples, tokenizer.pad_token_id, schedule, label="training policy", show_progress=show_progress)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -91,37 +67,3 @@ def train_policy(records: list[dict], out_dir: Path, config: TrainConfig, *, sho
     (out_dir / "training.json").write_text(json.dumps(report, indent=1))
     return report
 
-
-def _lr(step: int, config: TrainConfig) -> float:
-    if step < config.warmup:
-        return config.lr * (step + 1) / config.warmup
-    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
-    return config.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
-
-
-def _batches(examples: list, batch_size: int, steps: int, seed: int) -> list[list[int]]:
-    """Shuffled epochs; each batch holds examples of similar length, so little is padding."""
-    rng = random.Random(seed)
-    batches: list[list[int]] = []
-    while len(batches) < steps:
-        idx = list(range(len(examples)))
-        rng.shuffle(idx)
-        for start in range(0, len(idx), batch_size * 16):
-            window = sorted(idx[start:start + batch_size * 16], key=lambda i: len(examples[i][0]))
-            chunk = [window[j:j + batch_size] for j in range(0, len(window), batch_size)]
-            rng.shuffle(chunk)
-            batches += chunk
-    return batches[:steps]
-
-
-def _collate(batch: list[tuple[list[int], list[int]]], pad: int):
-    width = max(len(ids) for ids, _ in batch)
-    ids = torch.full((len(batch), width), pad, dtype=torch.long)
-    labels = torch.full((len(batch), width), -100, dtype=torch.long)
-    attn = torch.zeros((len(batch), width), dtype=torch.long)
-    for row, (seq, mask) in enumerate(batch):
-        n = len(seq)
-        ids[row, :n] = torch.tensor(seq)
-        attn[row, :n] = 1
-        labels[row, :n] = torch.tensor([t if m else -100 for t, m in zip(seq, mask)])
-    return ids, labels, attn

@@ -1,0 +1,60 @@
+"""Expert adapters: the policy fine-tuned by behaviour cloning on the episodes of a few families,
+only through a LoRA on its attention projections (PEFT), saved in the project's adapter format.
+
+These are the checkpoints CycleQD starts from on SkillWorld: one expert per family group, each
+good at its own group, whose task vectors the search recombines.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from hypernet.lora import LowRank
+from hypernet.peft_io import model_fingerprint, save_adapter
+from skillworld.policy.data import conversations
+from skillworld.policy.fit import Schedule, fit
+from skillworld.policy.tokenizer import encode_conversation
+
+TARGETS = ("q_proj", "v_proj")
+
+
+def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, rank: int = 8, steps: int = 150,
+                      batch_size: int = 4, lr: float = 3e-3, seed: int = 0, show_progress: bool = True) -> dict:
+    """Trains a rank-`rank` LoRA on records (without their skills in context: the expert must
+    know its families by heart) and writes it to out_dir; returns the training report."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not records:
+        raise ValueError("no episodes to train an expert on")
+    torch.manual_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(policy_dir)
+    base = AutoModelForCausalLM.from_pretrained(policy_dir)
+    fingerprint = model_fingerprint(base)
+    model = get_peft_model(base, LoraConfig(r=rank, lora_alpha=rank, lora_dropout=0.0, target_modules=list(TARGETS)))
+    examples = [encode_conversation(tokenizer, c) for c in conversations(records, seed=seed, with_skill=False)]
+    losses = fit(model, examples, tokenizer.pad_token_id, Schedule(steps, batch_size, lr, 10, 0.0, seed),
+                 label="training expert", show_progress=show_progress)
+    delta = _delta(model, scaling=1.0)  # lora_alpha == r
+    families = sorted({r["family"] for r in records})
+    save_adapter(delta, out_dir, base_model_name=str(policy_dir), fingerprint=fingerprint, target_modules=list(TARGETS),
+                 metadata={"expert": families, "steps": steps, "episodes": len(records)})
+    report = {"families": families, "episodes": len(records), "rank": rank, "steps": steps,
+              "first_loss": losses[0], "final_loss": sum(losses[-10:]) / len(losses[-10:])}
+    (Path(out_dir) / "expert.json").write_text(json.dumps(report, indent=1))
+    return report
+
+
+def _delta(peft_model, scaling: float) -> dict[str, LowRank]:
+    """ΔW = scaling · B @ A of every wrapped module, keyed by its path in the bare model."""
+    out = {}
+    for name, module in peft_model.named_modules():
+        if hasattr(module, "lora_A") and "default" in getattr(module, "lora_A", {}):
+            path = name.removeprefix("base_model.model.")
+            out[path] = LowRank(B=module.lora_B["default"].weight.detach().clone() * scaling,
+                                A=module.lora_A["default"].weight.detach().clone())
+    if not out:
+        raise RuntimeError("the PEFT model has no LoRA modules")
+    return out
