@@ -17,8 +17,7 @@ def trained(tmp_path_factory):
     assert all(e.success for e in episodes)
     records = [episode_record(e) for e in episodes]
     out = tmp_path_factory.mktemp("policy")
-    config = TrainConfig(size="micro", vocab_size=600, context=1024, steps=40, batch_size=4, lr=5e-3, warmup=5, seed=1,
-                         copy_warmup=3)
+    config = TrainConfig(size="micro", vocab_size=600, context=1024, steps=40, batch_size=4, lr=5e-3, warmup=5, seed=1)
     report = train_policy(records[:2], out, config, show_progress=False)
     return out, report, records
 
@@ -28,6 +27,16 @@ def test_micro_policy_loss_falls(trained):
     first = sum(report["losses"][:5]) / 5
     assert report["final_loss"] < 0.7 * first, (first, report["final_loss"])
     assert report["examples"] == 4  # two episodes, each with and without a skill in context
+
+
+def test_training_carries_on_from_a_saved_policy(trained, tmp_path):
+    folder, report, records = trained
+    config = TrainConfig(size="micro", context=1024, steps=5, batch_size=4, lr=1e-3, warmup=1, seed=2,
+                         init_from=str(folder))
+    more = train_policy(records[:2], tmp_path / "more", config, show_progress=False)
+    # it starts where the first run ended, not from a fresh model's loss, with the same tokenizer
+    assert more["first_loss"] < 0.5 * report["first_loss"], (more["first_loss"], report["first_loss"])
+    assert (tmp_path / "more" / "tokenizer.json").read_text() == (folder / "tokenizer.json").read_text()
 
 
 def test_saved_policy_loads_with_hf_and_takes_a_compiled_adapter(trained, tmp_path):

@@ -103,6 +103,7 @@ def train_policy_cmd(home: Optional[str] = HomeOption, store: Optional[str] = St
                      steps: Optional[int] = typer.Option(None, min=1, help="Training steps (default: the recipe's)."),
                      size: Optional[str] = typer.Option(None, help="micro, tiny (default) or small."),
                      seed: int = typer.Option(0, help="Seed of the whole recipe."),
+                     continue_from: Optional[Path] = typer.Option(None, "--continue-from", help="Carry on training this policy folder (its tokenizer and weights); needs --out."),
                      force: bool = typer.Option(False, help="Retrain even if the model exists.")):
     """Train the tiny policy by behaviour cloning of the expert (cached; --force retrains)."""
     import shutil
@@ -113,6 +114,12 @@ def train_policy_cmd(home: Optional[str] = HomeOption, store: Optional[str] = St
 
     settings = settings_from(home, store)
     config = replace(RECIPE, seed=seed, **{k: v for k, v in {"steps": steps, "size": size}.items() if v is not None})
+    if continue_from is not None:
+        if out is None:
+            raise fail("--continue-from needs --out: the policy it starts from is not overwritten", 2)
+        if not (continue_from / "config.json").is_file():
+            raise fail(f"--continue-from {continue_from}: no transformers model there", 2)
+        config = replace(config, init_from=str(continue_from))
     if out is None:
         target = settings.models / POLICY_NAME
         if force:

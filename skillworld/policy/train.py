@@ -1,6 +1,6 @@
-"""Training the policy from scratch: tokenizer, a copying warm-up, then behaviour cloning of the
-expert on the assistant's tokens only (fit.py). Deterministic from the seed (same data order,
-same initial weights) on a given number of torch threads."""
+"""Training the policy: a tokenizer, then behaviour cloning of the expert on the assistant's tokens
+only (fit.py), from scratch or carrying on from an earlier policy. Deterministic from the seed
+(same data order, same initial weights) on a given number of torch threads."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,6 @@ from pathlib import Path
 
 import torch
 
-from skillworld.policy.copy_warmup import copy_warmup
 from skillworld.policy.data import conversations, corpus
 from skillworld.policy.fit import Schedule, fit
 from skillworld.policy.model import build_policy, parameter_count
@@ -28,8 +27,8 @@ class TrainConfig:
     lr: float = 2e-3
     warmup: int = 20
     weight_decay: float = 0.05
-    # Steps of a synthetic copying task before behaviour cloning (see copy_warmup.py).
-    copy_warmup: int = 0
+    # Carry on from a trained policy folder (its tokenizer and weights) instead of starting afresh.
+    init_from: str | None = None
     seed: int = 0
     families: list[str] = field(default_factory=list)
 
@@ -40,17 +39,23 @@ def train_policy(records: list[dict], out_dir: Path, config: TrainConfig, *, sho
     out_dir = Path(out_dir)
     random.seed(config.seed)
     torch.manual_seed(config.seed)
-    tokenizer = train_tokenizer(corpus(records), config.vocab_size)
+    if config.init_from:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(config.init_from)
+    else:
+        tokenizer = train_tokenizer(corpus(records), config.vocab_size)
     convs = conversations(records, seed=config.seed)
     examples = [encode_conversation(tokenizer, c) for c in convs]
     # An episode longer than the context still teaches its first turns: cut it, do not drop it.
     examples = [(ids[:config.context], mask[:config.context]) for ids, mask in examples]
     if not any(any(mask) for _, mask in examples):
         raise ValueError("no assistant token fits the context")
-    model = build_policy(len(tokenizer), config.size, config.context, tokenizer.pad_token_id, tokenizer.eos_token_id)
     started = time.monotonic()
-    warmup_losses = copy_warmup(model, len(tokenizer), config.copy_warmup, lr=config.lr, seed=config.seed,
-                                show_progress=show_progress)
+    if config.init_from:
+        model = AutoModelForCausalLM.from_pretrained(config.init_from)
+    else:
+        model = build_policy(len(tokenizer), config.size, config.context, tokenizer.pad_token_id, tokenizer.eos_token_id)
     schedule = Schedule(config.steps, config.batch_size, config.lr, config.warmup, config.weight_decay, config.seed)
     losses = fit(model, examples, tokenizer.pad_token_id, schedule, label="training policy", show_progress=show_progress)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
@@ -61,7 +66,6 @@ def train_policy(records: list[dict], out_dir: Path, config: TrainConfig, *, sho
     report = {"config": asdict(config), "parameters": parameter_count(model), "examples": len(examples),
               "episodes": len(records), "max_tokens": max(len(e[0]) for e in examples),
               "mean_tokens": sum(len(e[0]) for e in examples) / len(examples),
-              "copy_warmup_final_loss": warmup_losses[-1] if warmup_losses else None,
               "first_loss": losses[0], "final_loss": sum(losses[-20:]) / len(losses[-20:]),
               "losses": losses, "seconds": time.monotonic() - started, "torch_threads": torch.get_num_threads()}
     (out_dir / "training.json").write_text(json.dumps(report, indent=1))
