@@ -114,3 +114,11 @@ def test_diff_against_start(repo):
         patch = sandbox.diff()
     assert "+    return a + b" in patch and "+++ b/extra.txt" in patch
     assert "__pycache__" not in patch
+
+
+def test_a_same_size_edit_right_after_an_import_takes_effect(repo):
+    with BwrapSandbox(repo) as sandbox:
+        first = sandbox.execute("printf 'def f():\\n    return 1 < 2\\n' > m.py && python3 -c 'import m; print(m.f())'")
+        second = sandbox.execute("sed -i 's/ < / > /' m.py && python3 -c 'import m; print(m.f())' && ls -a")
+    assert first.output.strip() == "True"
+    assert second.output.splitlines()[0] == "False" and "__pycache__" not in second.output

@@ -281,3 +281,13 @@ def test_a_stuck_command_server_is_replaced(repo):
         stuck = sandbox.execute("echo never", timeout=1)
         assert stuck.timed_out and "did not answer" in stuck.output
         assert sandbox.execute("echo back").output == "back\n"
+
+
+def test_a_same_size_edit_right_after_an_import_takes_effect(repo):
+    # Python trusts a .pyc whose recorded source mtime (whole seconds) and size still match; the
+    # sandbox writes none, so an edit within the same second as the first import is seen.
+    with DockerSandbox(repo, FAST) as sandbox:
+        first = sandbox.execute("printf 'def f():\\n    return 1 < 2\\n' > m.py && python3 -c 'import m; print(m.f())'")
+        second = sandbox.execute("sed -i 's/ < / > /' m.py && python3 -c 'import m; print(m.f())' && ls -a")
+    assert first.output.strip() == "True"
+    assert second.output.splitlines()[0] == "False" and "__pycache__" not in second.output
