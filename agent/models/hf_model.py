@@ -6,6 +6,8 @@ after unloading equal those before loading.
 """
 from __future__ import annotations
 
+import warnings
+
 from pathlib import Path
 
 from agent.models.base import ModelError, ModelReply
@@ -89,7 +91,11 @@ class HFModel:
         except BaseMismatchError as exc:
             raise ModelError(f"adapter does not fit {self.name}: {exc}") from exc
         try:
-            self._model = PeftModel.from_pretrained(self._base, str(adapter_dir), is_trainable=False)
+            with warnings.catch_warnings():
+                # PEFT asks transformers about gradient checkpointing through a name transformers
+                # has deprecated; the warning, repeated for every episode, says nothing to the user.
+                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+                self._model = PeftModel.from_pretrained(self._base, str(adapter_dir), is_trainable=False)
         except (RuntimeError, ValueError, KeyError) as exc:
             # PEFT injects its layers before it finds the shapes wrong, leaving the base altered:
             # reload it so a refused adapter leaves no trace.
