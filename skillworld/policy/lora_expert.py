@@ -37,7 +37,7 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
     examples = [encode_conversation(tokenizer, c) for c in conversations(records, seed=seed, with_skill=False)]
     losses = fit(model, examples, tokenizer.pad_token_id, Schedule(steps, batch_size, lr, 10, 0.0, seed),
                  label="training expert", show_progress=show_progress)
-    delta = _delta(model, scaling=1.0)  # lora_alpha == r
+    delta = _delta(model)
     families = sorted({r["family"] for r in records})
     save_adapter(delta, out_dir, base_model_name=str(policy_dir), fingerprint=fingerprint, target_modules=list(TARGETS),
                  metadata={"expert": families, "steps": steps, "episodes": len(records)})
@@ -47,13 +47,13 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
     return report
 
 
-def _delta(peft_model, scaling: float) -> dict[str, LowRank]:
+def _delta(peft_model) -> dict[str, LowRank]:
     """ΔW = scaling · B @ A of every wrapped module, keyed by its path in the bare model."""
     out = {}
     for name, module in peft_model.named_modules():
         if hasattr(module, "lora_A") and "default" in getattr(module, "lora_A", {}):
             path = name.removeprefix("base_model.model.")
-            out[path] = LowRank(B=module.lora_B["default"].weight.detach().clone() * scaling,
+            out[path] = LowRank(B=module.lora_B["default"].weight.detach().clone() * module.scaling["default"],
                                 A=module.lora_A["default"].weight.detach().clone())
     if not out:
         raise RuntimeError("the PEFT model has no LoRA modules")

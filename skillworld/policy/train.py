@@ -39,12 +39,14 @@ def train_policy(records: list[dict], out_dir: Path, config: TrainConfig, *, sho
     out_dir = Path(out_dir)
     random.seed(config.seed)
     torch.manual_seed(config.seed)
-    if config.init_from:
+    if config.init_from:  # carry on: the earlier policy's tokenizer and weights
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(config.init_from)
+        model = AutoModelForCausalLM.from_pretrained(config.init_from)
     else:
         tokenizer = train_tokenizer(corpus(records), config.vocab_size)
+        model = build_policy(len(tokenizer), config.size, config.context, tokenizer.pad_token_id, tokenizer.eos_token_id)
     convs = conversations(records, seed=config.seed)
     examples = [encode_conversation(tokenizer, c) for c in convs]
     # An episode longer than the context still teaches its first turns: cut it, do not drop it.
@@ -52,10 +54,6 @@ def train_policy(records: list[dict], out_dir: Path, config: TrainConfig, *, sho
     if not any(any(mask) for _, mask in examples):
         raise ValueError("no assistant token fits the context")
     started = time.monotonic()
-    if config.init_from:
-        model = AutoModelForCausalLM.from_pretrained(config.init_from)
-    else:
-        model = build_policy(len(tokenizer), config.size, config.context, tokenizer.pad_token_id, tokenizer.eos_token_id)
     schedule = Schedule(config.steps, config.batch_size, config.lr, config.warmup, config.weight_decay, config.seed)
     losses = fit(model, examples, tokenizer.pad_token_id, schedule, label="training policy", show_progress=show_progress)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
