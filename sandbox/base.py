@@ -8,6 +8,19 @@ from typing import Protocol, runtime_checkable
 WORKDIR = "/repo"
 LABEL = "skillgraft.sandbox"
 
+# What every command in a sandbox sees, whatever the backend, besides its PATH and HOME.
+AGENT_ENV = {
+    "USER": "agent",
+    "LOGNAME": "agent",
+    "LANG": "C.UTF-8",
+    "TERM": "dumb",
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    # No .pyc files: Python checks them by the source's mtime in whole seconds and its size, so
+    # a same-size edit (`<` to `>`) in the second after an import would run the stale bytecode.
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
 
 class SandboxError(RuntimeError):
     """A sandbox could not be created or used."""

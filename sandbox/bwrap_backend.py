@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sandbox.base import WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable
+from sandbox.base import AGENT_ENV, WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable
 from sandbox.exec_server import OutputCap, collect
 from sandbox.git_state import GIT_START
 from sandbox.lifecycle import TrackedSandbox, register
@@ -119,15 +119,7 @@ class BwrapSandbox(TrackedSandbox):
         return {
             "PATH": ":".join([*bins, "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]),
             "HOME": "/home/agent",
-            "USER": "agent",
-            "LOGNAME": "agent",
-            "LANG": "C.UTF-8",
-            "TERM": "dumb",
-            "PAGER": "cat",
-            "GIT_PAGER": "cat",
-            # No .pyc files: Python checks them by the source's mtime in whole seconds and its size, so
-            # a same-size edit (`<` to `>`) in the second after an import would run the stale bytecode.
-            "PYTHONDONTWRITEBYTECODE": "1",
+            **AGENT_ENV,
             "TMPDIR": "/tmp",
         }
 

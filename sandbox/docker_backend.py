@@ -15,7 +15,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from sandbox.base import WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable
+from sandbox.base import AGENT_ENV, WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable
 from sandbox.copy_in import repo_tarball
 from sandbox.engine_retry import transient_retry
 from sandbox.git_state import GIT_START
@@ -105,10 +105,13 @@ class DockerSandbox(TrackedSandbox):
             detach=True,
         )
 
+    def _message(self, request_id: int, request: dict) -> dict:
+        return {"id": request_id, "cwd": WORKDIR, "output_limit": self.limits.output_limit, "env": AGENT_ENV, **request}
+
     def _send(self, request: dict) -> int:
         request_id = next(self._ids)
         try:
-            self._channel.send({"id": request_id, "cwd": WORKDIR, "output_limit": self.limits.output_limit, **request})
+            self._channel.send(self._message(request_id, request))
         except ServerGone as gone:
             raise SandboxError(f"the command server in the sandbox is gone: {gone}") from gone
         return request_id
@@ -161,8 +164,8 @@ class DockerSandbox(TrackedSandbox):
             self._settle()
             try:
                 request_id = next(self._ids)
-                self._channel.send({"id": request_id, "command": command, "timeout": timeout, "cwd": WORKDIR,
-                                    "output_limit": output_limit})
+                self._channel.send(self._message(request_id, {"command": command, "timeout": timeout,
+                                                              "output_limit": output_limit}))
                 reply = self._channel.receive(time.monotonic() + timeout + self.backstop)
                 while reply.get("id") != request_id and "error" not in reply:
                     reply = self._channel.receive(time.monotonic() + timeout + self.backstop)  # a stale answer

@@ -232,15 +232,6 @@ def serve(uid: int, gid: int, home: str) -> None:
         "env": {
             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "HOME": home,
-            "USER": "agent",
-            "LOGNAME": "agent",
-            "LANG": "C.UTF-8",
-            "TERM": "dumb",
-            "PAGER": "cat",
-            "GIT_PAGER": "cat",
-            # No .pyc files: Python checks them by the source's mtime in whole seconds and its size, so
-            # a same-size edit (`<` to `>`) in the second after an import would run the stale bytecode.
-            "PYTHONDONTWRITEBYTECODE": "1",
         },
     }
     out = sys.stdout
