@@ -105,7 +105,7 @@ def synthetic_trial(root: Path, seed: int, generations: int, children: int) -> d
 def skillworld_trial(root: Path, args) -> dict:
     from agent.models.factory import make_model
     from evolve.cycleqd import AgentEvaluator
-    from hypernet.peft_io import read_info
+    from evolve.cycleqd.population import add_checkpoint
     from skills.store import Store
     from skillworld.generate import HELDOUT_START, generate
 
@@ -116,9 +116,7 @@ def skillworld_trial(root: Path, args) -> dict:
     store = Store(f"sqlite:///{root / 'store.db'}", root / "artifacts")
     ids, names = [], {}
     for group, folder in experts.items():
-        info = read_info(folder)
-        rec = store.add_adapter(Path(folder), "checkpoint", info.fingerprint or "", info.rank or 1, float(info.rank or 1),
-                                info.target_modules, {"expert": group}, name=f"expert-{group}")
+        rec = add_checkpoint(store, Path(folder), {"expert": group}, f"expert-{group}")
         ids.append(rec.id)
         names[rec.id] = f"expert {group}"
 

@@ -55,7 +55,7 @@ def test_a_weak_skill_is_refined_after_the_session(tmp_path):
     from skillworld import library
 
     known, x1, x2, v = distinct_tasks("off_by_one", 4, 60)
-    model = PoolExpert(HFModel.__new__(HFModel), [known, v])  # context mode: the weights are never used
+    model = PoolExpert(None, [known, v])  # context mode: no weights take adapters
     store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
     recipe = library.for_family("off_by_one")[0]
     store.add_version(recipe.name, recipe.text, origin="authored")

@@ -80,3 +80,23 @@ def test_a_lora_expert_learns_a_new_family_and_loads_on_the_policy(trained, tmp_
     model.load_adapter(tmp_path / "expert")
     model.unload_adapter()
     assert model.query(chat).content == before
+
+
+def test_train_expert_command_registers_a_checkpoint(trained, tmp_path):
+    from typer.testing import CliRunner
+
+    from evolve.cycleqd.population import select_checkpoints
+    from skillgraft.cli import app
+    from skills.store import Store
+
+    folder, _, _ = trained
+    home = tmp_path / "home"
+    args = ["world", "train-expert", str(tmp_path / "expert"), "-f", "wrong_boolean", "--policy", str(folder),
+            "--episodes", "1", "--steps", "3", "--register", "--home", str(home)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    store = Store.at(home)
+    (adapter_id,) = select_checkpoints(store, ["kind:checkpoint"])
+    record = store.adapter(adapter_id)
+    assert record.name == "expert-wrong_boolean" and record.provenance["expert"] == ["wrong_boolean"]
+    assert record.rank == 8 and store.adapter_path(adapter_id).is_dir()

@@ -1,7 +1,8 @@
 """Which stored adapters start a search: named by id, by the global adapter's history, by name or kind."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 
 def select_checkpoints(store: Any, specs: Sequence[str] = ("global",)) -> list[int]:
@@ -27,3 +28,13 @@ def select_checkpoints(store: Any, specs: Sequence[str] = ("global",)) -> list[i
             raise ValueError(f"population {spec!r} matches no stored adapter")
         ids.extend(i for i in found if i not in ids)
     return ids
+
+
+def add_checkpoint(store: Any, folder: Path, provenance: Mapping[str, Any], name: str) -> Any:
+    """Registers an adapter folder (PEFT format) as a checkpoint CycleQD can start from."""
+    from hypernet.peft_io import read_info
+
+    info = read_info(folder)
+    rank = info.rank or 1
+    return store.add_adapter(Path(folder), "checkpoint", info.fingerprint or "unknown", rank, float(rank),
+                             list(info.target_modules), dict(provenance), name=name)

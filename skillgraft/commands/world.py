@@ -162,13 +162,11 @@ def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the a
     console.print(f"expert for {', '.join(report['families'])} at {out}: rank {rank}, loss {report['first_loss']:.3f} "
                   f"→ {report['final_loss']:.3f} on {report['episodes']} episodes")
     if register:
-        from hypernet.peft_io import read_info
+        from evolve.cycleqd.population import add_checkpoint
         from skills.store import Store
 
-        info = read_info(out)
-        db = Store(settings.store_url, settings.artifacts)
-        record = db.add_adapter(out, "checkpoint", info.fingerprint or "unknown", rank, float(rank), list(info.target_modules),
-                                {"expert": report["families"], "steps": steps}, name=f"expert-{'+'.join(report['families'])}"[:120])
+        record = add_checkpoint(Store(settings.store_url, settings.artifacts), out,
+                                {"expert": report["families"], "steps": steps}, f"expert-{'+'.join(report['families'])}"[:120])
         console.print(f"registered as adapter {record.id}")
 
 
