@@ -1,9 +1,10 @@
 """The scripted expert: five regular steps that solve any SkillWorld task.
 
 Run the tests and read the failing test's name and message; show the code it names with
-line numbers; make one sed edit on one line; run the tests again; submit. The expert knows
-the planted bug (it is the generator's other half), but every command it issues only uses
-what the observations before it show, so a policy can learn to issue the same commands.
+line numbers; make one sed edit, addressed by that code's block; run the tests again; submit.
+The expert knows the planted bug (it is the generator's other half), but every command it
+issues only uses what the observations before it show, so a policy can learn to issue the
+same commands.
 
 Trajectories are built with agent.prompts' own functions, and ExpertModel answers through
 the agent's Model protocol so that `run_task` can check it in the real sandbox.
@@ -36,7 +37,7 @@ def plan(wt: WorldTask) -> list[tuple[str, str]]:
     return [
         ("Run the tests to see what fails.", RUN_TESTS),
         (f"The failing test is test_{p.name}; find {p.name}.", find_command(wt)),
-        (_sentence(p.why.format(line=wt.line)), f"sed -i '{p.sed_script(wt.line)}' ./{wt.path}"),
+        (_sentence(p.why), f"sed -i '{p.sed_script()}' ./{wt.path}"),
         ("Run the tests again to check the fix.", RERUN_TESTS),
         ("All tests pass; submit.", SUBMIT_COMMAND),
     ]

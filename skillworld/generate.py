@@ -87,7 +87,9 @@ def generate(family: str, seed: int) -> WorldTask:
             path, line = rel, bug_at
         dotted = f"{pkg}.{module}" if packaged else module
         test_text = _tests(dotted, planted)
-        files[f"tests/test_{module}.py"] = fixed_files[f"tests/test_{module}.py"] = test_text
+        # module_test.py, not test_module.py: the failing test's node id then holds "test_" once
+        # (tests/prices_test.py::test_scale_prices), so the name after it is unambiguous to copy.
+        files[f"tests/{module}_test.py"] = fixed_files[f"tests/{module}_test.py"] = test_text
     return WorldTask(family, seed, files, fixed_files, target, path, line,
                      meta={"package": pkg if packaged else None, "modules": modules})
 

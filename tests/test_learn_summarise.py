@@ -115,9 +115,10 @@ def test_offline_summariser_turns_an_expert_run_into_a_recipe_the_store_accepts(
         recipe = version.body.split(SECTION, 1)[1]
         # the method stays: the commands the expert chose without being told
         assert "pytest" in recipe and "grep -rn" in recipe and "sed -i" in recipe
-        # the particulars go: the buggy module, its function and the bug's line are placeholders
+        # the particulars go: the buggy module and its function are placeholders, also in the
+        # sed address that names the function's block
         assert wt.path not in recipe and wt.planted.name not in recipe
-        assert f"'{wt.line}s" not in recipe and "'LINEs" in recipe
+        assert "sed -i '/def NAME(/,/^$/s/" in recipe
         assert "FILE" in recipe and "from the output of step" in recipe
         assert version.frontmatter["metadata"]["family"] == wt.family
 

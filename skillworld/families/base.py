@@ -12,9 +12,12 @@ from skillworld.names import NamePool
 class Planted:
     """A block (helper functions, a constant or a function) as it appears in a module.
 
-    The fix is one sed script on one line of the buggy block: `{line}s/{old}/{new}/`, or, when
-    `insert_import` is set, `1i import {module}` at the top of the file. `old` and `new` are
-    written for sed (basic regex, `/` as delimiter) so the expert and the skills can quote them.
+    The fix is one sed script whose address is the block itself, from the line the expert
+    grepped for to the next blank line: `/{lookup}/,/^$/s/{old}/{new}/`, or, when
+    `insert_import` is set, `1i import {module}` at the top of the file. Addressing the block by
+    what the failing test names, rather than by a line number, spares the policy a lookup (find
+    the buggy line, then read back the number printed before it). `old` and `new` are written
+    for sed (basic regex, `/` as delimiter) so the expert and the skills can quote them.
     """
 
     family: str
@@ -28,19 +31,27 @@ class Planted:
     new: str = ""
     insert_import: str = ""  # a module the buggy file forgot to import
     imports: list[str] = field(default_factory=list)  # modules the fixed block needs
-    why: str = ""  # the expert's one-line diagnosis, with {line} for the line number
+    why: str = ""  # the expert's one-line diagnosis
 
-    def sed_script(self, line: int) -> str:
+    def sed_script(self) -> str:
         if self.insert_import:
             return f"1i import {self.insert_import}"
-        return f"{line}s/{self.old}/{self.new}/"
+        return f"/{self.lookup}/,/^$/s/{self.old}/{self.new}/"
 
     def check(self) -> None:
-        for text in (self.old, self.new):
+        for text in (self.old, self.new, self.lookup):
             if "/" in text or "&" in text or "'" in text:
                 raise ValueError(f"{self.family}: {text!r} cannot be quoted in a sed script")
-        if not self.insert_import and self.old.rstrip("$") not in self.buggy[self.bug_line]:
+        if self.insert_import:
+            return
+        if self.old.rstrip("$") not in self.buggy[self.bug_line]:
             raise ValueError(f"{self.family}: {self.old!r} is not on the buggy line")
+        start = next(i for i, line in enumerate(self.buggy) if self.lookup in line)
+        block = self.buggy[start:]
+        block = block[:block.index("")] if "" in block else block
+        hits = [start + i for i, line in enumerate(block) if self.old.rstrip("$") in line]
+        if hits != [self.bug_line]:
+            raise ValueError(f"{self.family}: the block of {self.lookup!r} must hold {self.old!r} on the buggy line only")
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         buggy=render("<"), fixed=render(">"),
         test=[f"def test_{f}():", f"    assert {f}({data!r}, {limit}) == {expect!r}"],
         bug_line=3, old=" < ", new=" > ",
-        why="the comparison on line {line} is inverted; change < to >.",
+        why=f"the comparison in {f} is inverted; change < to >.",
     )
 
 

@@ -29,7 +29,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         buggy=lines, fixed=list(lines),
         test=[f"def test_{f}():", f"    assert {f}({arg!r}) == {result!r}"],
         bug_line=at, insert_import=module, imports=[module],
-        why=f"{module} is used on line {{line}} but never imported; add import {module} at the top.",
+        why=f"the function {f} uses {module}, which is never imported; add import {module} at the top.",
     )
 
 

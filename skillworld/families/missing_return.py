@@ -22,7 +22,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         buggy=head + ["    return"], fixed=head + [f"    return {acc}"],
         test=[f"def test_{f}():", f"    assert {f}({data!r}) == {expect!r}"],
         bug_line=4, old="return$", new=f"return {acc}",
-        why=f"line {{line}} returns nothing; return {acc}.",
+        why=f"the function {f} returns nothing; return {acc}.",
     )
 
 

@@ -33,7 +33,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         buggy=helper + call(typo), fixed=helper + call(h),
         test=[f"def test_{f}():", test_line],
         bug_line=len(helper) + 1, old=f"{typo}(", new=f"{h}(",
-        why=f"line {{line}} calls {typo}, a misspelling of {h}.",
+        why=f"the function {f} calls {typo}, a misspelling of {h}.",
     )
 
 

@@ -24,7 +24,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         fixed=head + [f"    for {i} in range(len({xs})):"] + tail,
         test=[f"def test_{f}():", f"    assert {f}({data!r}) == {sum(apply(v) for v in data)}"],
         bug_line=2, old=" - 1)", new=")",
-        why="the loop on line {line} stops one item early; drop the - 1 from the range bound.",
+        why=f"the loop in {f} stops one item early; drop the - 1 from the range bound.",
     )
 
 

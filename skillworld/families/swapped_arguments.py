@@ -25,7 +25,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         buggy=helper + call(b, a), fixed=helper + call(a, b),
         test=[f"def test_{f}():", f"    assert {f}({x}, {y}) == {fn(x, y)}"],
         bug_line=len(helper) + 1, old=f"{h}({b}, {a})", new=f"{h}({a}, {b})",
-        why=f"line {{line}} passes the arguments of {h} in the wrong order; swap them.",
+        why=f"the function {f} passes the arguments of {h} in the wrong order; swap them.",
     )
 
 

@@ -25,7 +25,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         buggy=render("or"), fixed=render("and"),
         test=[f"def test_{f}():", f"    assert {f}({probe}, {low}, {high}) == False"],
         bug_line=at, old=" or ", new=" and ",
-        why="line {line} joins the two bounds with or; both must hold, so use and.",
+        why=f"the function {f} joins the two bounds with or; both must hold, so use and.",
     )
 
 

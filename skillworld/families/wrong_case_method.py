@@ -24,7 +24,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         buggy=render("upper"), fixed=render("lower"),
         test=[f"def test_{f}():", f"    assert {f}({arg!r}) == {expect!r}"],
         bug_line=1, old=".upper()", new=".lower()",
-        why="line {line} upper-cases the text; the test wants lower case.",
+        why=f"the function {f} upper-cases the text; the test wants lower case.",
     )
 
 

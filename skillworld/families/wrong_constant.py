@@ -16,7 +16,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         buggy=[f"{name} = {wrong}"], fixed=[f"{name} = {right}"],
         test=[f"def test_{name}():", f"    assert {name} == {right}"],
         bug_line=0, old=f"{name} = {wrong}", new=f"{name} = {right}",
-        why=f"line {{line}} sets {name} to {wrong}; the test pins {right}.",
+        why=f"the constant {name} is {wrong}; the test pins {right}.",
     )
 
 

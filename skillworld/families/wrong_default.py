@@ -22,7 +22,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         buggy=render(1), fixed=render(0),
         test=[f"def test_{f}():", f"    assert {f}({{'a': 2}}, 'zz') == 0"],
         bug_line=1, old=", 1)", new=", 0)",
-        why="line {line} defaults a missing key to 1; nothing counted is 0.",
+        why=f"the function {f} defaults a missing key to 1; nothing counted is 0.",
     )
 
 

@@ -25,7 +25,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         buggy=render(k1), fixed=render(k1 + "s"),
         test=[f"def test_{f}():", f"    assert {f}({x}, {y}) == {x * scale}"],
         bug_line=2, old=f'"{k1}"]', new=f'"{k1}s"]',
-        why=f'line {{line}} reads the key "{k1}" but the dict has "{k1}s".',
+        why=f'the function {f} reads the key "{k1}" but the dict has "{k1}s".',
     )
 
 

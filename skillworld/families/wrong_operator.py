@@ -29,7 +29,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         buggy=render("-"), fixed=render("+"),
         test=[f"def test_{f}():", f"    assert {f}({x}, {y}) == {expect}"],
         bug_line=at, old=" - ", new=" + ",
-        why="line {line} subtracts where it must add; change - to +.",
+        why=f"the function {f} subtracts where it must add; change - to +.",
     )
 
 
