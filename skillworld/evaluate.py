@@ -112,14 +112,11 @@ def cells(results: Sequence[EpisodeResult], by: str = "group") -> list[Cell]:
 class ThreadModels:
     """One model per worker thread: an adapter is activated on a model for one episode at a time."""
 
-    _loading = threading.Lock()  # transformers' loading contexts are process-global: one load at a time
-
     def __init__(self, make: Callable[[], object]):
         self.make = make
         self.local = threading.local()
 
     def __call__(self, _task: WorldTask) -> object:
         if not hasattr(self.local, "model"):
-            with self._loading:
-                self.local.model = self.make()
+            self.local.model = self.make()
         return self.local.model

@@ -183,3 +183,30 @@ def test_run_task_activates_the_adapter_for_the_run_only(tiny, lora, tmp_path):
     info = json.loads((tmp_path / "t.json").read_text())["info"]
     assert info["adapters"] == [str(lora)] and info["model"] == f"hf:{tiny}"
     assert info["usage"]["completion_tokens"] > 0 and info["usage"]["prompt_tokens"] > 0
+
+
+def test_models_loaded_by_threads_at_once_all_hold_real_weights(tiny, tmp_path):
+    """Loading a tied-embedding model (as the bundled policy is) from several threads at once
+    used to leave weights on the meta device in all but one of them."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from transformers import AutoConfig, AutoTokenizer, LlamaForCausalLM
+
+    config = AutoConfig.from_pretrained(tiny)
+    config.tie_word_embeddings = True
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(tiny).save_pretrained(tmp_path)
+    start = Barrier(4)
+
+    def load(_):
+        start.wait()
+        return HFModel(tmp_path)
+
+    with ThreadPoolExecutor(4) as pool:
+        models = list(pool.map(load, range(4)))
+    reference = HFModel(tmp_path)._base.state_dict()
+    for model in models:
+        weights = model._base.state_dict()
+        assert all(torch.equal(weights[k], reference[k]) for k in reference)

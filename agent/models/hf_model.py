@@ -6,12 +6,15 @@ after unloading equal those before loading.
 """
 from __future__ import annotations
 
+import threading
 import warnings
-
 from pathlib import Path
 
 from agent.models.base import ModelError, ModelReply
 
+# transformers' loading contexts (meta-device init, default dtype) are process-global, so two
+# threads loading at once can leave one model on the meta device: one load at a time.
+_LOADING = threading.Lock()
 # Used when a tokenizer has no chat template: short role tags the bundled tiny policy is trained on.
 PLAIN_ROLE_TAGS = {"system": "<|system|>", "user": "<|user|>", "assistant": "<|assistant|>", "tool": "<|tool|>"}
 
@@ -69,7 +72,8 @@ class HFModel:
         from transformers import AutoModelForCausalLM
 
         try:
-            model = AutoModelForCausalLM.from_pretrained(self.path, dtype=self.dtype).to(self.device)
+            with _LOADING:
+                model = AutoModelForCausalLM.from_pretrained(self.path, dtype=self.dtype).to(self.device)
         except (OSError, ValueError) as exc:
             raise ModelError(f"{self.name}: cannot load model: {exc}") from exc
         return model.eval()
