@@ -21,6 +21,7 @@ compiled by the hypernetwork), which this script does not train.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -64,7 +65,12 @@ def experiment(store, checkpoints: list, tasks: list[str], evaluator, validator,
             kw["fixed_quality"] = tasks[0]
         config = CycleQDConfig(generations=generations, children_per_generation=children, seed=seed, **kw)
         t0 = time.perf_counter()
-        result = run_cycleqd(store, checkpoints, tasks, evaluator, config)
+
+        def progress(stats, label=label, t0=t0):  # the search is slow on SkillWorld: say where it is
+            print(f"[{label}] generation {stats.generation}/{generations}: QD score {stats.qd_score:.2f}, "
+                  f"{stats.evaluations} new evaluations, {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+
+        result = run_cycleqd(store, checkpoints, tasks, evaluator, config, on_generation=progress)
         outcome = merge_and_promote(store, result, validator, promote=False)
         last = result.history[-1]
         elites = sorted({e.adapter_id for a in result.archives.values() for e in a.elites.values()})
