@@ -33,8 +33,13 @@ RECIPE = TrainConfig(size="tiny", steps=1700, batch_size=4, lr=2e-3, warmup=30, 
 RECIPE_VERSION = 2
 
 
+def episode_cache(models_dir: Path, name: str) -> Path:
+    """A cache of expert episodes under the models folder, versioned with the recipe."""
+    return Path(models_dir) / "skillworld-episodes" / f"{name}-v{RECIPE_VERSION}.jsonl"
+
+
 def episodes_path(models_dir: Path) -> Path:
-    return Path(models_dir) / "skillworld-episodes" / f"seen-{EPISODES_PER_FAMILY}-v{RECIPE_VERSION}.jsonl"
+    return episode_cache(models_dir, f"seen-{EPISODES_PER_FAMILY}")
 
 
 def _current(folder: Path) -> bool:

@@ -146,7 +146,7 @@ def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the a
                      home: Optional[str] = HomeOption, store: Optional[str] = StoreOption):
     """Train a LoRA expert on the policy for some families (a CycleQD starting checkpoint)."""
     from skillworld.dataset import build_episodes
-    from skillworld.default_model import RECIPE_VERSION, ensure_policy
+    from skillworld.default_model import ensure_policy, episode_cache
     from skillworld.policy.lora_expert import train_lora_expert
 
     settings = settings_from(home, store)
@@ -156,7 +156,7 @@ def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the a
         raise fail(f"--policy {policy_dir}: no transformers model there", 2)
     with _bar() as bar:
         task = bar.add_task("expert episodes", total=None)
-        records = build_episodes(fams, episodes, settings.models / "skillworld-episodes" / f"experts-v{RECIPE_VERSION}.jsonl",
+        records = build_episodes(fams, episodes, episode_cache(settings.models, "experts"),
                                  progress=lambda done, total: bar.update(task, completed=done, total=total))
     report = train_lora_expert(Path(policy_dir), records, out, rank=rank, steps=steps, seed=seed)
     console.print(f"expert for {', '.join(report['families'])} at {out}: rank {rank}, loss {report['first_loss']:.3f} "
