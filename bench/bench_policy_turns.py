@@ -78,7 +78,7 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, default=None, help="a second policy folder to compare with")
     ap.add_argument("--models-dir", type=Path, default=Path.home() / ".skillgraft" / "models")
     ap.add_argument("--per-family", type=int, default=2, help="held-out tasks per family")
-    ap.add_argument("--families", nargs="+", default=["seen"], help="families or groups (seen, skill-only, all)")
+    ap.add_argument("--families", nargs="+", default=["seen"], help="families or groups (seen, skill-only, drill, all)")
     args = ap.parse_args()
     from skillworld.default_model import ensure_policy
     from skillworld.families import resolve

@@ -2,6 +2,7 @@
 none / context / parametric / both, for seen and skill-only families.
 
     python -m bench.bench_world --episodes 100 --workers 2
+    python -m bench.bench_world --episodes 25 --groups skill-only --rows none,context,parametric,both
 
 Episodes per cell = --episodes per family x families in the group. The untrained policy (same
 architecture and tokenizer, random weights) is the side-by-side baseline; each cell also prints
@@ -18,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from skillworld.evaluate import AdapterCache, ThreadModels, cells, run_eval
-from skillworld.families import SEEN, SKILL_ONLY
+from skillworld.families import GROUPS
 
 
 def untrained_copy(policy: Path, out: Path, seed: int = 0) -> Path:
@@ -43,6 +44,8 @@ def main() -> None:
     ap.add_argument("--models-dir", type=Path, default=Path.home() / ".skillgraft" / "models")
     ap.add_argument("--no-parametric", action="store_true", help="skip the parametric and both cells")
     ap.add_argument("--rows", default="expert,untrained,none,context,parametric,both")
+    ap.add_argument("--groups", default="seen,skill-only",
+                    help="family groups to run; the skill-only group has 4 families, so 25 episodes each make 100 per cell")
     args = ap.parse_args()
 
     from agent.models.factory import make_model
@@ -70,7 +73,8 @@ def main() -> None:
     table: dict[tuple[str, str], object] = {}
     for row in rows:
         factory, cond = plan[row]
-        for group, fams in (("seen", SEEN), ("skill-only", SKILL_ONLY)):
+        for group in args.groups.split(","):
+            fams = GROUPS[group]
             started = time.monotonic()
             results = run_eval(factory, cond, fams, args.episodes, workers=args.workers, adapters=adapters)
             cell = [c for c in cells(results, "group") if c.name == group][0]

@@ -1,4 +1,5 @@
-"""The world's skill library: the SKILL.md folders shipped beside this file, by family."""
+"""The world's skill library, by family: the SKILL.md folders shipped beside this file, and the
+drills' skills, which are written from each drill's edit (skillworld.families.drills)."""
 from __future__ import annotations
 
 import random
@@ -17,10 +18,12 @@ class WorldSkill:
     family: str
     description: str
     body: str
-    folder: Path
+    folder: Path | None  # None for a drill's skill, which exists only in memory
 
     @property
     def text(self) -> str:
+        if self.folder is None:
+            return f"---\nname: {self.name}\ndescription: {self.description}\n---\n\n{self.body}\n"
         return (self.folder / "SKILL.md").read_text()
 
 
@@ -35,6 +38,10 @@ def skills() -> tuple[WorldSkill, ...]:
 
 
 def for_family(family: str) -> list[WorldSkill]:
+    from skillworld.families.drills import BY_FAMILY
+
+    if family in BY_FAMILY:
+        return drill_skills(family)
     found = [s for s in skills() if s.family == family]
     if not found:
         raise KeyError(f"no skill for family {family!r}")
@@ -44,3 +51,37 @@ def for_family(family: str) -> list[WorldSkill]:
 def pick(family: str, rng: random.Random) -> WorldSkill:
     """One of the family's paraphrases, so a policy cannot lean on one exact text."""
     return rng.choice(for_family(family))
+
+
+RUN = "`COLUMNS=150 python3 -m pytest -q --tb=no -rf | tail -n 2`"
+FIND = '`grep -rn -B 3 -A 5 "def NAME(" --exclude-dir=tests .`'
+CHECK = "`python3 -m pytest -q --tb=no | tail -n 1`"
+
+
+@lru_cache(maxsize=None)
+def drill_skills(family: str) -> list[WorldSkill]:
+    """A drill's skill in the three styles of the shipped ones (recipe, steps, notes)."""
+    from skillworld.families.drills import BY_FAMILY
+
+    d = BY_FAMILY[family]
+    old, new = d.old, d.new
+    sed = f"`sed -i '/def NAME(/,/^$/s/{old}/{new}/' FILE`"
+    when = f"a function has `{old}` where the tests need `{new}`"
+    slug = family.replace("_", "-")
+    bodies = {
+        "recipe": f"# `{old}` where `{new}` is needed\n\nUse when {when}.\n\n"
+                  f"1. Run the tests: {RUN}. The FAILED line names test_NAME.\n"
+                  f"2. Show the code with line numbers: {FIND}\n"
+                  f"3. In NAME's block, replace `{old}` with `{new}`: {sed}\n"
+                  f"4. Check: {CHECK}. When all tests pass, run `submit`.",
+        "steps": f"# Recipe: `{new}`, not `{old}`\n\n## When\nThe suite fails because {when}.\n\n## Steps\n"
+                 f"- {RUN} to get the failing test, test_NAME.\n- {FIND} prints FILE and the code of NAME.\n"
+                 f"- The bug is the line with `{old}`; it must read `{new}`.\n- Edit it inside NAME's block only: {sed}\n"
+                 f"- {CHECK} must say passed; then `submit`.",
+        "notes": f"# `{old}` where `{new}` is needed: notes\n\nCause: {when}.\n\n"
+                 f"Locate NAME (from test_NAME) with {FIND}, then the line with `{old}`.\n"
+                 f"Fix: swap `{old}` for `{new}` with {sed} (FILE from the grep output).\n"
+                 f"Verify with {CHECK} and finish with `submit`. Start from {RUN}.",
+    }
+    return [WorldSkill(f"fix-{slug}-{style}", family, f"How to fix a failing test when {when}.", body, None)
+            for style, body in bodies.items()]

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from skillworld.episodes import run_episodes
-from skillworld.families import FAMILIES, SEEN, SKILL_ONLY, resolve
+from skillworld.families import BENCHMARK, DRILL, FAMILIES, SEEN, SKILL_ONLY, resolve
 from skillworld.generate import HELDOUT_START, generate
 from skillworld.library import for_family, skills
 
@@ -14,9 +14,11 @@ SEEDS = [0, HELDOUT_START + 7]
 
 
 def test_at_least_ten_families_split_into_seen_and_skill_only():
-    assert len(FAMILIES) >= 10
-    assert set(SEEN) | set(SKILL_ONLY) == set(FAMILIES) and not set(SEEN) & set(SKILL_ONLY)
-    assert resolve(["skill-only"]) == SKILL_ONLY
+    assert len(BENCHMARK) >= 10
+    assert set(SEEN) | set(SKILL_ONLY) | set(DRILL) == set(FAMILIES)
+    assert not set(SEEN) & set(SKILL_ONLY) and not set(DRILL) & set(BENCHMARK)
+    assert resolve(["skill-only"]) == SKILL_ONLY and resolve(["drill"]) == DRILL
+    assert resolve(None) == resolve(["all"]) == BENCHMARK  # drills are for training, not reports
     with pytest.raises(KeyError, match="unknown family"):
         resolve(["no_such_family"])
 
@@ -45,12 +47,22 @@ def test_task_round_trips_through_a_task_file(tmp_path):
     assert (repo / wt.path).read_text() == wt.files[wt.path]
 
 
+def test_no_drill_teaches_a_skill_only_familys_edit():
+    """Drills must teach reading a skill, not the answer to a skill-only family."""
+    swaps = {(generate(f, 0).planted.old, generate(f, 0).planted.new) for f in SKILL_ONLY}
+    for family in DRILL:
+        planted = generate(family, 0).planted
+        assert (planted.old, planted.new) not in swaps and not FAMILIES[family].filler
+        assert all(f"s/{planted.old}/{planted.new}/" in s.body for s in for_family(family))
+
+
 def test_every_family_has_paraphrased_skills_with_valid_names():
     import re
 
     for family in FAMILIES:
         found = for_family(family)
         assert len(found) >= 3 and len({s.body for s in found}) == len(found)
+        assert all(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", s.name) for s in found)
     for s in skills():
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", s.name) and s.folder.name == s.name
         assert 1 <= len(s.description) <= 1024
@@ -62,7 +74,7 @@ def test_tasks_fail_before_and_pass_after_the_expert_in_the_sandbox_image():
 
     if not image_exists(engine(), IMAGE_TAG):
         pytest.skip(f"sandbox image {IMAGE_TAG} not built (skillgraft sandbox build)")
-    tasks = [generate(f, s) for f in sorted(FAMILIES) for s in SEEDS]
+    tasks = [generate(f, s) for f in BENCHMARK for s in SEEDS] + [generate(f, 0) for f in DRILL]
     after = run_episodes(tasks, backend="docker", verify=True)
     assert [e.task.id for e in after if not e.success] == []
     # The same repositories untouched: the tests must fail, or the task would be free.

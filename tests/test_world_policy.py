@@ -17,7 +17,8 @@ def trained(tmp_path_factory):
     assert all(e.success for e in episodes)
     records = [episode_record(e) for e in episodes]
     out = tmp_path_factory.mktemp("policy")
-    config = TrainConfig(size="micro", vocab_size=600, context=1024, steps=40, batch_size=4, lr=5e-3, warmup=5, seed=1)
+    config = TrainConfig(size="micro", vocab_size=600, context=1024, steps=40, batch_size=4, lr=5e-3, warmup=5, seed=1,
+                         context_weight=0.3)
     report = train_policy(records[:2], out, config, show_progress=False)
     return out, report, records
 
@@ -100,3 +101,32 @@ def test_train_expert_command_registers_a_checkpoint(trained, tmp_path):
     record = store.adapter(adapter_id)
     assert record.name == "expert-wrong_boolean" and record.provenance["expert"] == ["wrong_boolean"]
     assert record.rank == 8 and store.adapter_path(adapter_id).is_dir()
+
+
+def test_a_drill_episode_is_shown_only_with_its_skill(trained):
+    """Without its skill a drill's edit cannot be known, so no example may show it that way."""
+    from skillworld.policy.data import conversations, corpus
+
+    drill = run_episodes([generate("drill_min_max", 4)], backend="local")[0]
+    assert drill.success
+    record = episode_record(drill)
+    convs = conversations([record], seed=0)
+    assert len(convs) == 1 and "s/min(/max(/" in convs[0][1]["content"]
+    assert len(conversations(trained[2][:1], seed=0)) == 2  # a seen family's: with and without
+    assert any("`.strip()` where the tests need `.rstrip()`" in text for text in corpus([record]))
+
+
+def test_the_context_loss_adds_to_the_assistant_loss_it_reports():
+    import torch
+
+    from skillworld.policy.fit import _with_context_loss, collate
+    from skillworld.policy.model import build_policy
+
+    torch.manual_seed(0)
+    model = build_policy(50, "micro", 64)
+    examples = [([5, 6, 7, 8, 9, 10], [0, 0, 0, 1, 1, 0]), ([11, 12, 13, 14], [0, 1, 1, 1])]
+    ids, labels, attn = collate(examples, pad=0)
+    acted, total = _with_context_loss(model, ids, labels, attn, 0.5)
+    plain = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+    assert torch.allclose(acted, plain, atol=1e-5)  # what is reported means what it meant before
+    assert total > acted and torch.allclose(_with_context_loss(model, ids, labels, attn, 0.0)[1], acted)

@@ -15,7 +15,7 @@ from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, cons
 app = typer.Typer(help="SkillWorld: generated repo tasks in bug families, their skills, an expert, a tiny policy.",
                   no_args_is_help=True)
 
-FamiliesOption = typer.Option(None, "--families", "-f", help="Families or groups (seen, skill-only, all); repeatable. Default: all.")
+FamiliesOption = typer.Option(None, "--families", "-f", help="Families or groups (seen, skill-only, drill, all); repeatable. Default: all (seen and skill-only; drills are for training).")
 
 
 def _families(names: Optional[list[str]]) -> list[str]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import random
 
-from skillworld.families.base import Family, Planted
+from skillworld.families.base import Family, Planted, skill_why
 from skillworld.names import NamePool
 
 
@@ -25,7 +25,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         buggy=render("or"), fixed=render("and"),
         test=[f"def test_{f}():", f"    assert {f}({probe}, {low}, {high}) == False"],
         bug_line=at, old=" or ", new=" and ",
-        why=f"the function {f} joins the two bounds with or; both must hold, so use and.",
+        why=skill_why(f),
     )
 
 

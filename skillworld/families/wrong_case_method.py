@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import random
 
-from skillworld.families.base import Family, Planted
+from skillworld.families.base import Family, Planted, skill_why
 from skillworld.names import NamePool
 
 WORDS = ["Red Fox", "Blue Sky", "Green Tea", "Old Map", "Tall Tree", "Cold Rain", "Big Cat"]
@@ -24,7 +24,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         buggy=render("upper"), fixed=render("lower"),
         test=[f"def test_{f}():", f"    assert {f}({arg!r}) == {expect!r}"],
         bug_line=1, old=".upper()", new=".lower()",
-        why=f"the function {f} upper-cases the text; the test wants lower case.",
+        why=skill_why(f),
     )
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import random
 
-from skillworld.families.base import Family, Planted
+from skillworld.families.base import Family, Planted, skill_why
 from skillworld.names import NamePool
 
 
@@ -22,7 +22,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         buggy=render(1), fixed=render(0),
         test=[f"def test_{f}():", f"    assert {f}({{'a': 2}}, 'zz') == 0"],
         bug_line=1, old=", 1)", new=", 0)",
-        why=f"the function {f} defaults a missing key to 1; nothing counted is 0.",
+        why=skill_why(f),
     )
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import random
 
-from skillworld.families.base import Family, Planted
+from skillworld.families.base import Family, Planted, skill_why
 from skillworld.names import LABELS, NamePool
 
 
@@ -24,7 +24,7 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
         buggy=render(1), fixed=render(2),
         test=[f"def test_{f}():", f"    assert {f}({number!r}) == {expect!r}"],
         bug_line=1, old=":.1f", new=":.2f",
-        why=f"the function {f} formats one decimal; the test wants two, so use :.2f.",
+        why=skill_why(f),
     )
 
 

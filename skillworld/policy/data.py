@@ -1,5 +1,7 @@
 """Behaviour-cloning examples from expert episodes: each episode once without a skill and once
-with one of its family's paraphrases in context, as token ids with an assistant-only loss mask."""
+with one of its family's paraphrases in context, as token ids with an assistant-only loss mask.
+A drill's episode comes only with its skill: without it the edit cannot be known, and an example
+that shows it anyway would teach the policy to guess."""
 from __future__ import annotations
 
 import random
@@ -8,6 +10,7 @@ from collections.abc import Iterable
 from skillworld import library
 from skillworld.dataset import record_steps
 from skillworld.expert import messages
+from skillworld.families.drills import BY_FAMILY
 
 
 def conversations(records: Iterable[dict], seed: int = 0, with_skill: bool = True,
@@ -16,7 +19,7 @@ def conversations(records: Iterable[dict], seed: int = 0, with_skill: bool = Tru
     out = []
     for record in records:
         steps = record_steps(record)
-        if without_skill:
+        if without_skill and record["family"] not in BY_FAMILY:
             out.append(messages(steps))
         if with_skill:
             skill = library.pick(record["family"], rng)
@@ -26,6 +29,7 @@ def conversations(records: Iterable[dict], seed: int = 0, with_skill: bool = Tru
 
 def corpus(records: Iterable[dict]) -> list[str]:
     """Text to train the tokenizer on: every message of the episodes and every skill."""
-    texts = [m["content"] for conv in conversations(records, with_skill=False) for m in conv]
+    texts = [m["content"] for record in records for m in messages(record_steps(record))]
     texts += [s.text for s in library.skills()]
+    texts += [s.text for family in BY_FAMILY for s in library.drill_skills(family)]
     return texts

@@ -1,6 +1,11 @@
 """The behaviour-cloning loop shared by the policy and its LoRA experts: next-token loss on the
 masked (assistant) tokens, AdamW, warm-up then cosine decay, gradient clipping, a progress bar.
-Deterministic from the seed: same batches in the same order."""
+Deterministic from the seed: same batches in the same order.
+
+Optionally the other tokens (prompt, skills, observations) carry a smaller language-modelling
+loss too (`Schedule.context_weight`). The policy's hard part is copying (a test's name out of
+pytest's output, an edit out of a skill), and predicting observations, which repeat names and
+paths all the time, trains the same copying circuits on many more tokens."""
 from __future__ import annotations
 
 import math
@@ -21,6 +26,7 @@ class Schedule:
     warmup: int
     weight_decay: float
     seed: int
+    context_weight: float = 0.0  # weight of the loss on tokens outside the assistant's replies
 
     def lr_at(self, step: int) -> float:
         if step < self.warmup:
@@ -47,15 +53,30 @@ def fit(model, examples: list[Example], pad_id: int, schedule: Schedule, *, labe
             for group in optim.param_groups:
                 group["lr"] = schedule.lr_at(step)
             ids, labels, attn = collate([examples[i] for i in batch], pad_id)
-            loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+            if schedule.context_weight:
+                loss, total = _with_context_loss(model, ids, labels, attn, schedule.context_weight)
+            else:
+                loss = total = model(input_ids=ids, attention_mask=attn, labels=labels).loss
             optim.zero_grad(set_to_none=True)
-            loss.backward()
+            total.backward()
             torch.nn.utils.clip_grad_norm_([p for _, p in params], 1.0)
             optim.step()
             losses.append(loss.item())
             bar.update(task, advance=1, loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
     model.eval()
     return losses
+
+
+def _with_context_loss(model, ids, labels, attn, weight: float):
+    """(assistant-token loss, assistant loss + weight x loss on the other real tokens)."""
+    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
+    target = ids[:, 1:]
+    ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                                           reduction="none").view_as(target)
+    own = labels[:, 1:] != -100
+    other = (attn[:, 1:] == 1) & ~own
+    acted = (ce * own).sum() / own.sum().clamp(min=1)
+    return acted, acted + weight * (ce * other).sum() / other.sum().clamp(min=1)
 
 
 def batches(examples: list[Example], batch_size: int, steps: int, seed: int) -> list[list[int]]:

@@ -27,6 +27,8 @@ class TrainConfig:
     lr: float = 2e-3
     warmup: int = 20
     weight_decay: float = 0.05
+    # Language-modelling loss on the prompt, skills and observations, relative to the replies' (fit.py).
+    context_weight: float = 0.0
     # Carry on from a trained policy folder (its tokenizer and weights) instead of starting afresh.
     init_from: str | None = None
     seed: int = 0
@@ -54,7 +56,8 @@ def train_policy(records: list[dict], out_dir: Path, config: TrainConfig, *, sho
     if not any(any(mask) for _, mask in examples):
         raise ValueError("no assistant token fits the context")
     started = time.monotonic()
-    schedule = Schedule(config.steps, config.batch_size, config.lr, config.warmup, config.weight_decay, config.seed)
+    schedule = Schedule(config.steps, config.batch_size, config.lr, config.warmup, config.weight_decay, config.seed,
+                        config.context_weight)
     losses = fit(model, examples, tokenizer.pad_token_id, schedule, label="training policy", show_progress=show_progress)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
