@@ -123,8 +123,7 @@ def ensure_hypernet(models_dir: Path, *, show_progress: bool = True, stage1_step
         return done
     shutil.rmtree(out, ignore_errors=True)  # a stale or half-trained hypernetwork
     cfg = HyperConfig(steps=stage1_steps, batch_size=8, lr=1e-3, seed=0, progress=show_progress, max_len=1024)
-    texts = [s.body for s in library.skills()] + [s.body for f in DRILL for s in library.drill_skills(f)]
-    stage1 = train_stage1(str(policy), texts, out / "stage1", cfg)
+    stage1 = train_stage1(str(policy), [s.body for s in library.every_skill()], out / "stage1", cfg)
     records = load_records(episodes_path(models_dir)) + load_records(drill_episodes_path(models_dir))
     cfg2 = replace(cfg, steps=stage2_steps, init_from=str(stage1.out_dir))
     train_stage2(str(policy), stage2_trajectories([r for r in records if r["success"]]), done, cfg2)

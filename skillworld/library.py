@@ -48,6 +48,13 @@ def for_family(family: str) -> list[WorldSkill]:
     return found
 
 
+def every_skill() -> list[WorldSkill]:
+    """The shipped skills and every drill's: all the skill text the world has."""
+    from skillworld.families.drills import BY_FAMILY
+
+    return [*skills(), *(s for family in BY_FAMILY for s in drill_skills(family))]
+
+
 def pick(family: str, rng: random.Random) -> WorldSkill:
     """One of the family's paraphrases, so a policy cannot lean on one exact text."""
     return rng.choice(for_family(family))

@@ -30,6 +30,5 @@ def conversations(records: Iterable[dict], seed: int = 0, with_skill: bool = Tru
 def corpus(records: Iterable[dict]) -> list[str]:
     """Text to train the tokenizer on: every message of the episodes and every skill."""
     texts = [m["content"] for record in records for m in messages(record_steps(record))]
-    texts += [s.text for s in library.skills()]
-    texts += [s.text for family in BY_FAMILY for s in library.drill_skills(family)]
+    texts += [s.text for s in library.every_skill()]
     return texts
