@@ -4,6 +4,7 @@
     python -m bench.bench_cycleqd_world --mode skillworld --policy PATH \\
         --experts G1=ADAPTER_DIR --experts G2=... --experts G3=... \\
         --groups G1=family,family --groups G2=... --groups G3=... [--eval-tasks 4] [--sandbox docker]
+        [--rows cycleqd,map-elites,...]
 
 Each row is one CycleQD configuration run at the same budget (generations x children) from the
 same experts; after the search the best elite of each archive is merged (softmax of qualities)
@@ -28,13 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
+# key (for --rows), label, configuration overrides
 ABLATIONS = [
-    ("CycleQD (cyclic, elite, SVD)", {}),
-    ("MAP-Elites, fixed quality", {"fixed_quality": "<first>"}),
-    ("uniform sampling", {"sampling": "uniform"}),
-    ("no mutation", {"mutation": "none"}),
-    ("Gaussian mutation", {"mutation": "gaussian"}),
-    ("SVD rescale mutation", {"mutation": "svd_rescale"}),
+    ("cycleqd", "CycleQD (cyclic, elite, SVD)", {}),
+    ("map-elites", "MAP-Elites, fixed quality", {"fixed_quality": "<first>"}),
+    ("uniform", "uniform sampling", {"sampling": "uniform"}),
+    ("no-mutation", "no mutation", {"mutation": "none"}),
+    ("gaussian", "Gaussian mutation", {"mutation": "gaussian"}),
+    ("svd-rescale", "SVD rescale mutation", {"mutation": "svd_rescale"}),
 ]
 
 
@@ -43,7 +45,7 @@ def _mean(scores: dict) -> float:
 
 
 def experiment(store, checkpoints: list, tasks: list[str], evaluator, validator, *, generations: int, children: int,
-               seed: int, names: dict) -> dict:
+               seed: int, names: dict, rows: list[str] | None = None) -> dict:
     """Runs every row on one store and returns {row: figures} plus the baselines."""
     from evolve.cycleqd import CycleQDConfig, merge_and_promote, run_cycleqd
     from evolve.cycleqd.candidate import Candidate
@@ -59,7 +61,9 @@ def experiment(store, checkpoints: list, tasks: list[str], evaluator, validator,
     expert_scores = dict(zip((names[c] for c in checkpoints), validate(checkpoints)))
     rows = {}
     found_best = (None, -1.0)
-    for label, overrides in ABLATIONS:
+    for key, label, overrides in ABLATIONS:
+        if rows and key not in rows:
+            continue
         kw = dict(overrides)
         if kw.get("fixed_quality") == "<first>":
             kw["fixed_quality"] = tasks[0]
@@ -85,7 +89,7 @@ def experiment(store, checkpoints: list, tasks: list[str], evaluator, validator,
     return {"experts": expert_scores, "best_single": found_best[1], "rows": rows}
 
 
-def synthetic_trial(root: Path, seed: int, generations: int, children: int) -> dict:
+def synthetic_trial(root: Path, seed: int, generations: int, children: int, rows: list[str] | None) -> dict:
     from evolve.cycleqd import synthetic_world
     from hypernet.peft_io import save_adapter
     from skills.store import Store
@@ -103,7 +107,7 @@ def synthetic_trial(root: Path, seed: int, generations: int, children: int) -> d
         names[rec.id] = f"expert {task}"
     try:
         return experiment(store, ids, tasks, world.evaluator, world.evaluator, generations=generations,
-                          children=children, seed=seed, names=names)
+                          children=children, seed=seed, names=names, rows=rows)
     finally:
         store.close()
 
@@ -137,7 +141,7 @@ def skillworld_trial(root: Path, args) -> dict:
     validator = AgentEvaluator(tasks_for(10_000), factory, sandbox=args.sandbox, workers=args.workers)
     try:
         return experiment(store, ids, list(groups), evaluator, validator, generations=args.generations,
-                          children=args.children, seed=args.seed, names=names)
+                          children=args.children, seed=args.seed, names=names, rows=args.rows)
     finally:
         evaluator.close()
         validator.close()
@@ -173,14 +177,19 @@ def main() -> None:
     ap.add_argument("--eval-tasks", type=int, default=4, help="skillworld: held-out tasks per group per set")
     ap.add_argument("--sandbox", default="docker")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--rows", type=lambda v: v.split(","), default=None,
+                    help="comma list of rows to run (default all): " + ", ".join(k for k, _, _ in ABLATIONS))
     args = ap.parse_args()
+    unknown = set(args.rows or []) - {k for k, _, _ in ABLATIONS}
+    if unknown:
+        ap.error(f"unknown rows: {', '.join(sorted(unknown))}")
     import torch
 
     torch.set_num_threads(1)  # small decompositions; see bench_cycleqd_ops
     budget = f"{args.generations} generations x {args.children} children per configuration"
     with tempfile.TemporaryDirectory(prefix="bench-cycleqd-") as tmp:
         if args.mode == "synthetic":
-            trials = [synthetic_trial(Path(tmp) / f"world{s}", args.seed + s, args.generations, args.children)
+            trials = [synthetic_trial(Path(tmp) / f"world{s}", args.seed + s, args.generations, args.children, args.rows)
                       for s in range(args.seeds)]
         else:
             if not args.policy:

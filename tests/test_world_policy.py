@@ -113,7 +113,7 @@ def test_a_drill_episode_is_shown_only_with_its_skill(trained):
     convs = conversations([record], seed=0)
     assert len(convs) == 1 and "s/min(/max(/" in convs[0][1]["content"]
     assert len(conversations(trained[2][:1], seed=0)) == 2  # a seen family's: with and without
-    assert any("`.strip()` where the tests need `.rstrip()`" in text for text in corpus([record]))
+    assert any("`min(` where the tests need `max(`" in text for text in corpus([record]))
 
 
 def test_the_context_loss_adds_to_the_assistant_loss_it_reports():
@@ -130,3 +130,50 @@ def test_the_context_loss_adds_to_the_assistant_loss_it_reports():
     plain = model(input_ids=ids, attention_mask=attn, labels=labels).loss
     assert torch.allclose(acted, plain, atol=1e-5)  # what is reported means what it meant before
     assert total > acted and torch.allclose(_with_context_loss(model, ids, labels, attn, 0.0)[1], acted)
+
+
+def test_the_tokenizer_is_trained_on_the_training_families_text_only(trained):
+    """A skill-only family's words must split into pieces the policy has written in training."""
+    from skillworld import library
+    from skillworld.policy.data import corpus
+
+    records = trained[2]  # wrong_operator, off_by_one (the policy's), wrong_boolean (held out from it)
+    texts = set(corpus(records[:2]))
+    assert {s.text for s in library.for_family("wrong_operator")} <= texts
+    assert not {s.text for s in library.for_family("wrong_boolean")} & texts
+    assert {s.text for s in library.for_family("wrong_boolean")} <= set(corpus(records))
+
+
+def test_a_merge_ready_expert_replays_other_families_at_drawn_scales(trained, tmp_path, monkeypatch):
+    from skillworld.policy import lora_expert
+
+    folder, _, records = trained
+    unseen = [r for r in records if r["family"] == "wrong_boolean"]
+    replay = [r for r in records if r["family"] == "off_by_one"]
+    drawn, saved = [], []
+    real_fit, real_delta = lora_expert.fit, lora_expert._delta
+
+    def lora_scales(model):
+        return {m.scaling["default"] for m in model.modules() if hasattr(m, "lora_A") and "default" in m.lora_A}
+
+    def watching_fit(model, *args, before_step=None, **kw):
+        def step(i):
+            before_step(i)
+            drawn.append(lora_scales(model))
+        return real_fit(model, *args, before_step=step, **kw)
+
+    def watching_delta(model):
+        saved.append(lora_scales(model))
+        return real_delta(model)
+
+    monkeypatch.setattr(lora_expert, "fit", watching_fit)
+    monkeypatch.setattr(lora_expert, "_delta", watching_delta)
+    report = lora_expert.train_lora_expert(folder, unseen, tmp_path / "expert", rank=4, steps=12, replay=replay,
+                                           min_scale=0.5, show_progress=False)
+    assert report["families"] == ["wrong_boolean"] and report["replay"] == 1 and report["min_scale"] == 0.5
+    assert len(drawn) == 12 and all(len(s) == 1 and 0.5 <= min(s) <= 1.0 for s in drawn)  # one scale for all modules
+    assert len({min(s) for s in drawn}) > 1
+    assert saved == [{1.0}]  # the adapter is saved at its full scale (lora_alpha = rank)
+    with pytest.raises(ValueError, match="min_scale"):
+        lora_expert.train_lora_expert(folder, unseen, tmp_path / "bad", rank=4, steps=1, min_scale=0.0,
+                                      show_progress=False)

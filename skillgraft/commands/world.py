@@ -142,11 +142,14 @@ def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the a
                      steps: int = typer.Option(150, min=1, help="Training steps."),
                      rank: int = typer.Option(8, min=1, help="LoRA rank."),
                      seed: int = typer.Option(0, help="Seed of the data order and the initial adapter."),
+                     replay: int = typer.Option(0, min=0, help="Also train on this many episodes per seen family (not named in --families), so the expert leaves them alone: an adapter that writes its own edit everywhere breaks any merge it enters."),
+                     min_scale: float = typer.Option(1.0, min=0.01, max=1.0, help="Apply the adapter at a scale drawn from [MIN_SCALE, 1] at each step, so that a weighted average with other experts still works (1: off)."),
                      register: bool = typer.Option(False, "--register", help="Also add it to the store as a checkpoint adapter."),
                      home: Optional[str] = HomeOption, store: Optional[str] = StoreOption):
     """Train a LoRA expert on the policy for some families (a CycleQD starting checkpoint)."""
     from skillworld.dataset import build_episodes
     from skillworld.default_model import ensure_policy, episode_cache
+    from skillworld.families import SEEN
     from skillworld.policy.lora_expert import train_lora_expert
 
     settings = settings_from(home, store)
@@ -158,7 +161,11 @@ def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the a
         task = bar.add_task("expert episodes", total=None)
         records = build_episodes(fams, episodes, episode_cache(settings.models, "experts"),
                                  progress=lambda done, total: bar.update(task, completed=done, total=total))
-    report = train_lora_expert(Path(policy_dir), records, out, rank=rank, steps=steps, seed=seed)
+        others = [f for f in SEEN if f not in fams]
+        replayed = build_episodes(others, replay, episode_cache(settings.models, "experts"),
+                                  progress=lambda done, total: bar.update(task, completed=done, total=total)) if replay else []
+    report = train_lora_expert(Path(policy_dir), records, out, rank=rank, steps=steps, seed=seed, replay=replayed,
+                               min_scale=min_scale)
     console.print(f"expert for {', '.join(report['families'])} at {out}: rank {rank}, loss {report['first_loss']:.3f} "
                   f"→ {report['final_loss']:.3f} on {report['episodes']} episodes")
     if register:

@@ -28,7 +28,12 @@ def conversations(records: Iterable[dict], seed: int = 0, with_skill: bool = Tru
 
 
 def corpus(records: Iterable[dict]) -> list[str]:
-    """Text to train the tokenizer on: every message of the episodes and every skill."""
+    """Text to train the tokenizer on: every message of the episodes and the skills of their
+    families. Other families' text (the skill-only ones) is held out like their episodes: a token
+    that only it would make is never trained, and the policy could not write it when it copies
+    an edit out of such a skill; held out, those words split into pieces the policy has written."""
+    records = list(records)
+    families = {record["family"] for record in records}
     texts = [m["content"] for record in records for m in messages(record_steps(record))]
-    texts += [s.text for s in library.every_skill()]
+    texts += [s.text for s in library.every_skill() if s.family in families]
     return texts

@@ -9,6 +9,7 @@ paths all the time, trains the same copying circuits on many more tokens."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 import random
 from dataclasses import dataclass
 
@@ -36,8 +37,9 @@ class Schedule:
 
 
 def fit(model, examples: list[Example], pad_id: int, schedule: Schedule, *, label: str = "training",
-        show_progress: bool = True) -> list[float]:
-    """Trains the model's trainable parameters in place; returns the loss of every step."""
+        show_progress: bool = True, before_step: Callable[[int], None] | None = None) -> list[float]:
+    """Trains the model's trainable parameters in place; returns the loss of every step.
+    before_step(step), when given, runs before each step's forward pass."""
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     decay = [p for _, p in params if p.dim() >= 2]
     no_decay = [p for _, p in params if p.dim() < 2]
@@ -53,6 +55,8 @@ def fit(model, examples: list[Example], pad_id: int, schedule: Schedule, *, labe
             for group in optim.param_groups:
                 group["lr"] = schedule.lr_at(step)
             ids, labels, attn = collate([examples[i] for i in batch], pad_id)
+            if before_step:
+                before_step(step)
             if schedule.context_weight:
                 loss, total = _with_context_loss(model, ids, labels, attn, schedule.context_weight)
             else:

@@ -7,6 +7,7 @@ good at its own group, whose task vectors the search recombines.
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import torch
@@ -21,9 +22,15 @@ TARGETS = ("q_proj", "v_proj")
 
 
 def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, rank: int = 8, steps: int = 150,
-                      batch_size: int = 4, lr: float = 3e-3, seed: int = 0, show_progress: bool = True) -> dict:
+                      batch_size: int = 4, lr: float = 3e-3, seed: int = 0, replay: list[dict] = (),
+                      min_scale: float = 1.0, show_progress: bool = True) -> dict:
     """Trains a rank-`rank` LoRA on records (without their skills in context: the expert must
-    know its families by heart) and writes it to out_dir; returns the training report."""
+    know its families by heart) and writes it to out_dir; returns the training report.
+
+    Two options make experts that survive merging. replay: episodes of other families, trained
+    alongside, so the adapter learns to leave them alone rather than write its own family's edit
+    everywhere. min_scale < 1: each step applies the adapter at a scale drawn from [min_scale, 1],
+    so a fraction of it (what a weighted average of task vectors keeps) still works."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -34,14 +41,30 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
     base = AutoModelForCausalLM.from_pretrained(policy_dir)
     fingerprint = model_fingerprint(base)
     model = get_peft_model(base, LoraConfig(r=rank, lora_alpha=rank, lora_dropout=0.0, target_modules=list(TARGETS)))
-    examples = [encode_conversation(tokenizer, c) for c in conversations(records, seed=seed, with_skill=False)]
+    if not 0 < min_scale <= 1:
+        raise ValueError(f"min_scale must be in (0, 1], not {min_scale}")
+    examples = [encode_conversation(tokenizer, c)
+                for c in conversations([*records, *replay], seed=seed, with_skill=False)]
+    lora = [m for m in model.modules() if hasattr(m, "lora_A") and "default" in getattr(m, "scaling", {})]
+    full = {id(m): m.scaling["default"] for m in lora}
+    draw = random.Random(seed)
+
+    def rescale(_step: int) -> None:
+        s = draw.uniform(min_scale, 1.0)
+        for m in lora:
+            m.scaling["default"] = full[id(m)] * s
+
     losses = fit(model, examples, tokenizer.pad_token_id, Schedule(steps, batch_size, lr, 10, 0.0, seed),
-                 label="training expert", show_progress=show_progress)
+                 label="training expert", show_progress=show_progress, before_step=rescale if min_scale < 1 else None)
+    for m in lora:
+        m.scaling["default"] = full[id(m)]
     delta = _delta(model)
     families = sorted({r["family"] for r in records})
     save_adapter(delta, out_dir, base_model_name=str(policy_dir), fingerprint=fingerprint, target_modules=list(TARGETS),
-                 metadata={"expert": families, "steps": steps, "episodes": len(records)})
-    report = {"families": families, "episodes": len(records), "rank": rank, "steps": steps,
+                 metadata={"expert": families, "steps": steps, "episodes": len(records), "replay": len(replay),
+                           "min_scale": min_scale})
+    report = {"families": families, "episodes": len(records), "replay": len(replay), "min_scale": min_scale,
+              "rank": rank, "steps": steps,
               "first_loss": losses[0], "final_loss": sum(losses[-10:]) / len(losses[-10:])}
     (Path(out_dir) / "expert.json").write_text(json.dumps(report, indent=1))
     return report
