@@ -159,11 +159,14 @@ def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the a
         raise fail(f"--policy {policy_dir}: no transformers model there", 2)
     with _bar() as bar:
         task = bar.add_task("expert episodes", total=None)
-        records = build_episodes(fams, episodes, episode_cache(settings.models, "experts"),
-                                 progress=lambda done, total: bar.update(task, completed=done, total=total))
+        cache = episode_cache(settings.models, "experts")
+
+        def shown(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        records = build_episodes(fams, episodes, cache, progress=shown)
         others = [f for f in SEEN if f not in fams]
-        replayed = build_episodes(others, replay, episode_cache(settings.models, "experts"),
-                                  progress=lambda done, total: bar.update(task, completed=done, total=total)) if replay else []
+        replayed = build_episodes(others, replay, cache, progress=shown) if replay else []
     report = train_lora_expert(Path(policy_dir), records, out, rank=rank, steps=steps, seed=seed, replay=replayed,
                                min_scale=min_scale)
     console.print(f"expert for {', '.join(report['families'])} at {out}: rank {rank}, loss {report['first_loss']:.3f} "

@@ -9,8 +9,8 @@ paths all the time, trains the same copying circuits on many more tokens."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch

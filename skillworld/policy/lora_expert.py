@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -22,7 +23,7 @@ TARGETS = ("q_proj", "v_proj")
 
 
 def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, rank: int = 8, steps: int = 150,
-                      batch_size: int = 4, lr: float = 3e-3, seed: int = 0, replay: list[dict] = (),
+                      batch_size: int = 4, lr: float = 3e-3, seed: int = 0, replay: Sequence[dict] = (),
                       min_scale: float = 1.0, show_progress: bool = True) -> dict:
     """Trains a rank-`rank` LoRA on records (without their skills in context: the expert must
     know its families by heart) and writes it to out_dir; returns the training report.
@@ -34,6 +35,8 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if not 0 < min_scale <= 1:
+        raise ValueError(f"min_scale must be in (0, 1], not {min_scale}")
     if not records:
         raise ValueError("no episodes to train an expert on")
     torch.manual_seed(seed)
@@ -41,11 +44,9 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
     base = AutoModelForCausalLM.from_pretrained(policy_dir)
     fingerprint = model_fingerprint(base)
     model = get_peft_model(base, LoraConfig(r=rank, lora_alpha=rank, lora_dropout=0.0, target_modules=list(TARGETS)))
-    if not 0 < min_scale <= 1:
-        raise ValueError(f"min_scale must be in (0, 1], not {min_scale}")
     examples = [encode_conversation(tokenizer, c)
                 for c in conversations([*records, *replay], seed=seed, with_skill=False)]
-    lora = [m for m in model.modules() if hasattr(m, "lora_A") and "default" in getattr(m, "scaling", {})]
+    lora = [module for _, module in _lora_modules(model)]
     full = {id(m): m.scaling["default"] for m in lora}
     draw = random.Random(seed)
 
@@ -73,11 +74,16 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
 def _delta(peft_model) -> dict[str, LowRank]:
     """ΔW = scaling · B @ A of every wrapped module, keyed by its path in the bare model."""
     out = {}
-    for name, module in peft_model.named_modules():
-        if hasattr(module, "lora_A") and "default" in getattr(module, "lora_A", {}):
-            path = name.removeprefix("base_model.model.")
-            out[path] = LowRank(B=module.lora_B["default"].weight.detach().clone() * module.scaling["default"],
-                                A=module.lora_A["default"].weight.detach().clone())
+    for name, module in _lora_modules(peft_model):
+        path = name.removeprefix("base_model.model.")
+        out[path] = LowRank(B=module.lora_B["default"].weight.detach().clone() * module.scaling["default"],
+                            A=module.lora_A["default"].weight.detach().clone())
     if not out:
         raise RuntimeError("the PEFT model has no LoRA modules")
     return out
+
+
+def _lora_modules(peft_model) -> list[tuple[str, torch.nn.Module]]:
+    """(name, module) of every module the PEFT model wraps with its default LoRA."""
+    return [(name, module) for name, module in peft_model.named_modules()
+            if hasattr(module, "lora_A") and "default" in module.lora_A]
