@@ -47,9 +47,9 @@ def turn_hits(policy: Path, records: list[dict], seed: int = 0) -> dict:
     hits: dict = defaultdict(lambda: [0, 0])
     first_wrong: dict = defaultdict(list)
     for record in records:
-        skill = library.pick(record["family"], rng)
+        skill = library.pick(record["family"], rng, record["seed"])
         for in_context in (False, True):
-            conv = messages(record_steps(record), [(skill.name, skill.body)] if in_context else [])
+            conv = messages(record_steps(record, in_context), [(skill.name, skill.body)] if in_context else [])
             ids, mask = encode_conversation(tokenizer, conv)
             with torch.no_grad():
                 guess = model(torch.tensor([ids])).logits[0].argmax(-1).tolist()

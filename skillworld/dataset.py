@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from skillworld.episodes import Episode, run_episodes
-from skillworld.expert import Step
+from skillworld.expert import Step, plan
 from skillworld.generate import generate
 
 
@@ -24,8 +25,14 @@ def load_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-def record_steps(record: dict) -> list[Step]:
-    return [Step(*s) for s in record["steps"]]
+def record_steps(record: dict, skill_in_context: bool = False) -> list[Step]:
+    """An episode's steps; with skill_in_context, with the thoughts the expert has when its
+    family's skill is in context (the commands and outputs are the same)."""
+    steps = [Step(*s) for s in record["steps"]]
+    if not skill_in_context:
+        return steps
+    thoughts = [thought for thought, _ in plan(generate(record["family"], record["seed"]), skill_in_context=True)]
+    return [replace(step, thought=thought) for step, thought in zip(steps, thoughts, strict=True)]
 
 
 def build_episodes(families: list[str], per_family: int, path: Path, *, first_seed: int = 0,

@@ -18,12 +18,14 @@ from rich.console import Console
 
 from skillworld.dataset import build_episodes, load_records
 from skillworld.families import DRILL, SEEN
+from skillworld.families.drills import LITERAL_FAMILIES
 from skillworld.policy.train import TrainConfig, train_policy
 
 POLICY_NAME = "skillworld-tiny"
 HYPERNET_NAME = "skillworld-tiny-hypernet"
 EPISODES_PER_FAMILY = 40
-DRILL_EPISODES = 8  # per drill family
+DRILL_EPISODES = 4  # per drill family of fixed values
+LITERAL_EPISODES = 60  # per drill family whose values are drawn per task: each episode is a new pair
 # Many small steps: copying names and values out of observations is learnt late, as a sudden drop
 # of the loss. With replies only in the loss it came at step 800-1,000; with the context tokens
 # in it too (context_weight), at step 500-700. Before it, the policy guesses names it has seen.
@@ -38,7 +40,10 @@ RECIPE = TrainConfig(size="tiny", vocab_size=512, steps=1700, batch_size=4, lr=2
 # 2: the expert's sed is addressed by the code block, not a line number; tests are module_test.py.
 # 3: drill families (with their skill only); skill-only diagnoses defer to the skill; context loss.
 # 4: a 512-token vocabulary trained without the skill-only families' text.
-RECIPE_VERSION = 4
+# 5: with a skill in context, every family's edit thought defers to the skill; drills are every
+#    ordered pair of a group of calls, so the buggy call does not tell the fix, and drills whose
+#    values are drawn per task, so that only copying from the skill finds the fix.
+RECIPE_VERSION = 5
 
 
 def episode_cache(models_dir: Path, name: str) -> Path:
@@ -50,8 +55,11 @@ def episodes_path(models_dir: Path) -> Path:
     return episode_cache(models_dir, f"seen-{EPISODES_PER_FAMILY}")
 
 
-def drill_episodes_path(models_dir: Path) -> Path:
-    return episode_cache(models_dir, f"drill-{DRILL_EPISODES}")
+def _episode_sets(models_dir: Path) -> list[tuple[str, list[str], int, Path]]:
+    fixed = [f for f in DRILL if f not in LITERAL_FAMILIES]
+    return [("seen", SEEN, EPISODES_PER_FAMILY, episodes_path(models_dir)),
+            ("drill", fixed, DRILL_EPISODES, episode_cache(models_dir, f"drill-{DRILL_EPISODES}")),
+            ("literal drill", LITERAL_FAMILIES, LITERAL_EPISODES, episode_cache(models_dir, f"literal-{LITERAL_EPISODES}"))]
 
 
 def _current(folder: Path) -> bool:
@@ -66,8 +74,7 @@ def training_episodes(models_dir: Path, *, show_progress: bool = True) -> list[d
 
     records = []
     with Progress(disable=not show_progress) as bar:
-        for label, families, count, path in (("seen", SEEN, EPISODES_PER_FAMILY, episodes_path(models_dir)),
-                                             ("drill", DRILL, DRILL_EPISODES, drill_episodes_path(models_dir))):
+        for label, families, count, path in _episode_sets(models_dir):
             task = bar.add_task(f"expert episodes ({label} families)", total=None)
             records += build_episodes(families, count, path,
                                       progress=lambda done, total, task=task: bar.update(task, completed=done, total=total))
@@ -105,8 +112,8 @@ def stage2_trajectories(records: list[dict], seed: int = 0) -> list[dict]:
     rng = random.Random(seed)
     out = []
     for record in records:
-        skill = library.pick(record["family"], rng)
-        out.append({"messages": messages(record_steps(record), [(skill.name, skill.body)]),
+        skill = library.pick(record["family"], rng, record["seed"])
+        out.append({"messages": messages(record_steps(record, skill_in_context=True), [(skill.name, skill.body)]),
                     "info": {"skills": [{"name": skill.name, "text": skill.body}], "task": record["id"]}})
     return out
 
@@ -129,7 +136,7 @@ def ensure_hypernet(models_dir: Path, *, show_progress: bool = True, stage1_step
     shutil.rmtree(out, ignore_errors=True)  # a stale or half-trained hypernetwork
     cfg = HyperConfig(steps=stage1_steps, batch_size=8, lr=1e-3, seed=0, progress=show_progress, max_len=1024)
     stage1 = train_stage1(str(policy), [s.body for s in library.every_skill()], out / "stage1", cfg)
-    records = load_records(episodes_path(models_dir)) + load_records(drill_episodes_path(models_dir))
+    records = [r for *_, path in _episode_sets(models_dir) for r in load_records(path)]
     cfg2 = replace(cfg, steps=stage2_steps, init_from=str(stage1.out_dir))
     train_stage2(str(policy), stage2_trajectories([r for r in records if r["success"]]), done, cfg2)
     (done / "RECIPE").write_text(f"{RECIPE_VERSION}\n")

@@ -42,7 +42,7 @@ class Cell(SuccessRate):
 
 
 def episode_skill(family: str, seed: int) -> library.WorldSkill:
-    return library.pick(family, random.Random(f"eval:{family}:{seed}"))
+    return library.pick(family, random.Random(f"eval:{family}:{seed}"), seed)
 
 
 class AdapterCache:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from agent.models.base import ModelReply
 from agent.prompts import SUBMIT_COMMAND, assistant_reply, instance_prompt, observation, system_prompt
+from skillworld.families.base import skill_why
 from skillworld.generate import INSTRUCTION, WorldTask
 
 # COLUMNS keeps pytest from cutting the failure message to 80 columns; tail keeps observations short.
@@ -31,13 +32,16 @@ def find_command(wt: WorldTask) -> str:
     return f'grep -rn "{wt.planted.lookup}" --exclude-dir=tests .'
 
 
-def plan(wt: WorldTask) -> list[tuple[str, str]]:
-    """The expert's (thought, command) steps for one task."""
+def plan(wt: WorldTask, skill_in_context: bool = False) -> list[tuple[str, str]]:
+    """The expert's (thought, command) steps for one task. With the family's skill in context
+    the edit's thought defers to the skill whatever the family: a skill in view then always
+    means "make its edit", for the families the policy knows as much as for those it does not."""
     p = wt.planted
+    why = skill_why(p.name, "function" if p.lookup.startswith("def ") else "constant") if skill_in_context else p.why
     return [
         ("Run the tests to see what fails.", RUN_TESTS),
         (f"The failing test is test_{p.name}; find {p.name}.", find_command(wt)),
-        (_sentence(p.why), f"sed -i '{p.sed_script()}' ./{wt.path}"),
+        (_sentence(why), f"sed -i '{p.sed_script()}' ./{wt.path}"),
         ("Run the tests again to check the fix.", RERUN_TESTS),
         ("All tests pass; submit.", SUBMIT_COMMAND),
     ]

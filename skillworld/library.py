@@ -41,23 +41,44 @@ def for_family(family: str) -> list[WorldSkill]:
     from skillworld.families.drills import BY_FAMILY
 
     if family in BY_FAMILY:
-        return drill_skills(family)
+        drill = BY_FAMILY[family]
+        if drill.draw:
+            raise KeyError(f"{family} draws its values per task: its skills are for_task(family, seed)")
+        return drill_skills(family, drill.old, drill.new)
     found = [s for s in skills() if s.family == family]
     if not found:
         raise KeyError(f"no skill for family {family!r}")
     return found
 
 
+def for_task(family: str, seed: int) -> list[WorldSkill]:
+    """The skills that fit one task: its family's, or, for a drill whose values are drawn per
+    task, skills written from that task's own values."""
+    from skillworld.families.drills import BY_FAMILY
+    from skillworld.generate import generate
+
+    if family in BY_FAMILY and BY_FAMILY[family].draw:
+        planted = generate(family, seed).planted
+        return drill_skills(family, planted.old, planted.new)
+    return for_family(family)
+
+
 def every_skill() -> list[WorldSkill]:
-    """The shipped skills and every drill's: all the skill text the world has."""
+    """The shipped skills and every drill's: all the skill text the world has (for a drill
+    whose values are drawn per task, the skills of its first few tasks)."""
     from skillworld.families.drills import BY_FAMILY
 
-    return [*skills(), *(s for family in BY_FAMILY for s in drill_skills(family))]
+    out = list(skills())
+    for family, drill in BY_FAMILY.items():
+        for seed in range(4) if drill.draw else [0]:
+            out += for_task(family, seed)
+    return out
 
 
-def pick(family: str, rng: random.Random) -> WorldSkill:
-    """One of the family's paraphrases, so a policy cannot lean on one exact text."""
-    return rng.choice(for_family(family))
+def pick(family: str, rng: random.Random, seed: int = 0) -> WorldSkill:
+    """One of the paraphrases that fit the family's task of this seed, so a policy cannot lean
+    on one exact text."""
+    return rng.choice(for_task(family, seed))
 
 
 RUN = "`COLUMNS=150 python3 -m pytest -q --tb=no -rf | tail -n 2`"
@@ -66,12 +87,8 @@ CHECK = "`python3 -m pytest -q --tb=no | tail -n 1`"
 
 
 @lru_cache(maxsize=None)
-def drill_skills(family: str) -> list[WorldSkill]:
+def drill_skills(family: str, old: str, new: str) -> list[WorldSkill]:
     """A drill's skill in the three styles of the shipped ones (recipe, steps, notes)."""
-    from skillworld.families.drills import BY_FAMILY
-
-    d = BY_FAMILY[family]
-    old, new = d.old, d.new
     sed = f"`sed -i '/def NAME(/,/^$/s/{old}/{new}/' FILE`"
     when = f"a function has `{old}` where the tests need `{new}`"
     slug = family.replace("_", "-")

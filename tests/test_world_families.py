@@ -8,7 +8,8 @@ import yaml
 from skillworld.episodes import run_episodes
 from skillworld.families import BENCHMARK, DRILL, FAMILIES, SEEN, SKILL_ONLY, resolve
 from skillworld.generate import HELDOUT_START, generate
-from skillworld.library import for_family, skills
+from skillworld.families.drills import LITERAL_FAMILIES
+from skillworld.library import for_family, for_task, skills
 
 SEEDS = [0, HELDOUT_START + 7]
 
@@ -49,18 +50,37 @@ def test_task_round_trips_through_a_task_file(tmp_path):
 
 def test_no_drill_teaches_a_skill_only_familys_edit():
     """Drills must teach reading a skill, not the answer to a skill-only family."""
-    swaps = {(generate(f, 0).planted.old, generate(f, 0).planted.new) for f in SKILL_ONLY}
+    swaps = {(generate(f, s).planted.old, generate(f, s).planted.new) for f in SKILL_ONLY for s in range(5)}
+    assert len(swaps) == len(SKILL_ONLY)
     for family in DRILL:
-        planted = generate(family, 0).planted
-        assert (planted.old, planted.new) not in swaps and not FAMILIES[family].filler
-        assert all(f"s/{planted.old}/{planted.new}/" in s.body for s in for_family(family))
+        for seed in range(40 if family in LITERAL_FAMILIES else 1):
+            planted = generate(family, seed).planted
+            assert (planted.old, planted.new) not in swaps and not FAMILIES[family].filler
+            assert all(f"s/{planted.old}/{planted.new}/" in s.body for s in for_task(family, seed))
+
+
+def test_a_drills_buggy_call_does_not_tell_its_fix():
+    """Only the skill says what the right call is: every buggy call of a group has several fixes,
+    and a drill with drawn values gets a new pair, and skills written from it, for each task."""
+    fixes: dict[str, set[str]] = {}
+    for family in DRILL:
+        if family not in LITERAL_FAMILIES:
+            planted = generate(family, 0).planted
+            fixes.setdefault(planted.old, set()).add(planted.new)
+    assert sum(len(v) >= 2 for v in fixes.values()) >= 10
+    for family in LITERAL_FAMILIES:
+        pairs = {(generate(family, s).planted.old, generate(family, s).planted.new) for s in range(20)}
+        assert len(pairs) >= 10
+        assert len({s.body for seed in range(3) for s in for_task(family, seed)}) == 9
+        with pytest.raises(KeyError, match="per task"):
+            for_family(family)
 
 
 def test_every_family_has_paraphrased_skills_with_valid_names():
     import re
 
     for family in FAMILIES:
-        found = for_family(family)
+        found = for_task(family, 0)
         assert len(found) >= 3 and len({s.body for s in found}) == len(found)
         assert all(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", s.name) for s in found)
     for s in skills():

@@ -116,6 +116,28 @@ def test_a_drill_episode_is_shown_only_with_its_skill(trained):
     assert any("`min(` where the tests need `max(`" in text for text in corpus([record]))
 
 
+def test_with_a_skill_in_context_every_edit_thought_defers_to_the_skill(trained):
+    """A seen family's edit comes with its own diagnosis when no skill is shown, and with the
+    skill's when one is: a skill in view always means "make its edit", never "ignore it"."""
+    from skillworld.expert import plan
+    from skillworld.policy.data import conversations
+
+    without, with_skill = conversations(trained[2][:1], seed=0)  # a wrong_operator episode, seed 1
+    name = generate("wrong_operator", 1).planted.name
+
+    def edit_thought(conv):
+        (reply,) = [m["content"] for m in conv if m["role"] == "assistant" and "sed -i" in m["content"]]
+        return reply.splitlines()[0]
+
+    assert "<skill" not in without[1]["content"] and "<skill" in with_skill[1]["content"]
+    assert edit_thought(without) == f"The function {name} subtracts where it must add; change - to +."
+    assert edit_thought(with_skill) == f"The function {name} has the bug the skill describes; make the skill's edit."
+    # the commands and what they print are the episode's own either way
+    assert [m["content"] for m in without[2:] if m["role"] == "user"] == [m["content"] for m in with_skill[2:] if m["role"] == "user"]
+    constant = generate("wrong_constant", 5)
+    assert plan(constant, skill_in_context=True)[2][0].startswith(f"The constant {constant.planted.name} has the bug")
+
+
 def test_the_context_loss_adds_to_the_assistant_loss_it_reports():
     import torch
 

@@ -62,11 +62,13 @@ class Family:
     filler: bool = True  # whether its fixed form may appear as background code in other tasks
 
 
-def skill_why(name: str) -> str:
-    """The diagnosis of a bug that only a skill explains (skill-only families and drills). It
-    names no edit: the edit that follows is copied from the skill's own sed script, whose text
-    up to `s/` the command repeats, which is the easiest thing for a small model to copy."""
-    return f"the function {name} has the bug the skill describes; make the skill's edit."
+def skill_why(name: str, what: str = "function") -> str:
+    """The diagnosis that defers to a skill: the expert's thought for a bug that only a skill
+    explains (skill-only families and drills), and for every family's bug when its skill is in
+    context. It names no edit: the edit that follows is copied from the skill's own sed script,
+    whose text up to `s/` the command repeats, which is the easiest thing for a small model to
+    copy."""
+    return f"the {what} {name} has the bug the skill describes; make the skill's edit."
 
 
 def literal(value: object) -> str:

@@ -1,5 +1,8 @@
 """Behaviour-cloning examples from expert episodes: each episode once without a skill and once
 with one of its family's paraphrases in context, as token ids with an assistant-only loss mask.
+With the skill in context the expert's edit thought defers to it for every family (see
+`expert.plan`), so that the policy learns to read a skill whenever one is there, not only for
+the families it cannot fix without one.
 A drill's episode comes only with its skill: without it the edit cannot be known, and an example
 that shows it anyway would teach the policy to guess."""
 from __future__ import annotations
@@ -18,12 +21,11 @@ def conversations(records: Iterable[dict], seed: int = 0, with_skill: bool = Tru
     rng = random.Random(seed)
     out = []
     for record in records:
-        steps = record_steps(record)
         if without_skill and record["family"] not in BY_FAMILY:
-            out.append(messages(steps))
+            out.append(messages(record_steps(record)))
         if with_skill:
-            skill = library.pick(record["family"], rng)
-            out.append(messages(steps, [(skill.name, skill.body)]))
+            skill = library.pick(record["family"], rng, record["seed"])
+            out.append(messages(record_steps(record, skill_in_context=True), [(skill.name, skill.body)]))
     return out
 
 
