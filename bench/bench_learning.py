@@ -40,6 +40,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--policy", type=Path, default=None, help="a trained policy folder instead of the default model")
     p.add_argument("--hypernet", type=Path, default=None, help="a hypernetwork checkpoint instead of the default one")
     p.add_argument("--conditions", nargs="+", default=["off", "on", "on-factors"])
+    p.add_argument("--gate", action="store_true",
+                   help="learning on: keep a new global (or, in context mode, skill) version only if it does not "
+                        "score below the current one on --validation-per-family held-out tasks of the family")
+    p.add_argument("--validation-per-family", type=int, default=2)
     p.add_argument("--out", type=Path, default=Path("bench/out"))
     return p.parse_args()
 
@@ -48,7 +52,7 @@ def default_models() -> Path:
     return Path(os.environ.get("SKILLGRAFT_HOME") or Path.home() / ".skillgraft").expanduser() / "models"
 
 
-def run_condition(label: str, plan, model, compiler, args, root: Path) -> list:
+def run_condition(label: str, plan, model, compiler, args, root: Path, validation=()) -> list:
     """One learner from an empty store through every session; returns the session reports."""
     from skills.store import Store
 
@@ -56,8 +60,9 @@ def run_condition(label: str, plan, model, compiler, args, root: Path) -> list:
     store = Store(f"sqlite:///{home / 'store.db'}", home / "artifacts")
     mode = "factors" if label.endswith("factors") else "exact"
     config = LearnConfig(learning=label != "off", skill_mode=args.skill_mode,
-                         ema=EmaConfig(alpha=args.alpha, rank=args.rank, mode=mode))
-    learner = Learner(store, model, compiler, OfflineSummariser(test_command="python3 -m pytest -q"), config, home / "work")
+                         ema=EmaConfig(alpha=args.alpha, rank=args.rank, mode=mode), gate=args.gate)
+    learner = Learner(store, model, compiler, OfflineSummariser(test_command="python3 -m pytest -q"), config, home / "work",
+                      validation=validation)
     reports = []
     for i, tasks in enumerate(plan, 1):
         t0 = time.monotonic()
@@ -116,14 +121,18 @@ def main() -> None:
     # Held-out seeds only, and a block of them no other bench uses.
     plan = world_sessions(families, args.sessions, args.tasks_per_session, HELDOUT_START + 30_000 + 1_000 * args.seed,
                           lambda f, s: generate(f, s).task(), shuffle_seed=args.seed)
+    # The gate's validation tasks: another block of held-out seeds, so they are never session tasks.
+    first = HELDOUT_START + 40_000 + 1_000 * args.seed
+    validation = [generate(f, first + i).task() for i in range(args.validation_per_family) for f in families] if args.gate else []
     print(f"{args.sessions} sessions x {args.tasks_per_session} tasks from {', '.join(families)}; "
-          f"skill mode {args.skill_mode}, alpha {args.alpha}, rank {args.rank}", flush=True)
+          f"skill mode {args.skill_mode}, alpha {args.alpha}, rank {args.rank}"
+          + (f"; gate on {len(validation)} validation tasks" if args.gate else ""), flush=True)
 
     results, stores = {}, {}
     with tempfile.TemporaryDirectory(prefix="bench-learning-") as tmp:
         for label in args.conditions:
             print(f"condition {label}:", flush=True)
-            reports = run_condition(label, plan, model, compiler, args, Path(tmp))
+            reports = run_condition(label, plan, model, compiler, args, Path(tmp), validation)
             stores[label] = reports.pop()
             results[label] = reports
         drift_figure = drift(stores["on"], args.rank, args) if "on" in stores and compiler is not None else None

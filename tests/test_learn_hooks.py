@@ -49,6 +49,37 @@ def test_the_gate_runs_validation_with_candidate_and_current_global(parts, tmp_p
     assert o.success and o.global_after == 2 and store.latest_global().version == 2 and "refused" not in o.note
 
 
+class ShunsInducedRecipes(PoolExpert):
+    """The pool's expert, except that it gives up whenever a recipe induced from a run is in context."""
+
+    def query(self, messages):
+        from agent import prompts
+        from agent.models.base import ModelReply
+        from evolve.learn.summarise_offline import SECTION
+
+        if SECTION in messages[1]["content"]:
+            return ModelReply(content=prompts.assistant_reply("I follow the recipe and stop.", prompts.SUBMIT_COMMAND))
+        return super().query(messages)
+
+
+@pytest.mark.parametrize("model_class", [PoolExpert, ShunsInducedRecipes])
+def test_in_context_mode_the_gate_keeps_a_summary_only_if_validation_does_not_drop(model_class, tmp_path):
+    a, v = distinct_tasks("off_by_one", 2, 100)
+    model = model_class(None, [a, v])  # context mode: no weights take adapters
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
+    learner = Learner(store, model, None, OfflineSummariser(), LearnConfig(skill_mode="context", gate=True),
+                      tmp_path / "work", validation=[v.task()])
+    o = learner.run_session([a.task()]).outcomes[0]
+
+    assert o.success
+    name = "off-by-one"
+    if model_class is PoolExpert:  # solves the validation task with and without the summary: kept
+        assert o.learned == f"{name}@v1" and store.latest_version(name) is not None
+    else:  # solves it without the summary only: refused, and the store has no version of it
+        assert not o.learned and o.note == f"summary of {name} refused by the validation gate"
+        assert store.latest_version(name) is None
+
+
 def test_a_weak_skill_is_refined_after_the_session(tmp_path):
     from evolve.learn.propose import OfflineGenerator
     from evolve.learn.refine import AgentVerifier, Refiner

@@ -26,6 +26,7 @@ from evolve.learn.evaluate import AgentScorer, mean
 from evolve.learn.global_adapter import EmaConfig, FoldResult, fold_into_global
 from evolve.learn.summarise import Summariser, SummaryError
 from skills.schema import SkillVersion
+from skills.skillmd import parse
 
 SKILL_MODES = ("context", "parametric", "both")
 
@@ -40,7 +41,9 @@ class LearnConfig:
     ema: EmaConfig = field(default_factory=EmaConfig)
     sandbox: str = "docker"
     image: str | None = None
-    gate: bool = False  # validate a new global version before committing it
+    # Validate before committing: a new global version, and with skills in context a new skill
+    # version, each against what runs now on the validation tasks (of the task's family if any).
+    gate: bool = False
     refine_below: float | None = None  # refine a skill whose success rate in a session is below this
     refine_min_uses: int = 3
     cycleqd_every: int | None = None
@@ -100,6 +103,7 @@ class Learner:
         self.validation = list(validation)
         self.refiner = refiner
         self.periodic = periodic
+        self._current_scores: dict[tuple, float] = {}  # validation score of a skill's current text (gate)
         self.parametric = compiler is not None and isinstance(model, AdapterModel)
         if config.skill_mode != "context" and not self.parametric:
             raise ValueError("parametric skills need an adapter-capable model (hf:…) and a compiler; use skill mode 'context'")
@@ -170,6 +174,9 @@ class Learner:
         except SummaryError as exc:
             outcome.note = f"not summarised: {exc}"
             return None
+        if self._gates_text and (previous is None or text != previous.text) and not self._gate_text(task, name, text, previous):
+            outcome.note = f"summary of {name} refused by the validation gate"
+            return None
         version = self.store.add_version(name, text, origin="summarised", parent_id=previous.id if previous else None,
                                          trajectory_id=trajectory_id, session_id=session_id)
         if previous is not None and version.id == previous.id:
@@ -198,6 +205,27 @@ class Learner:
         old = mean(scorer.scores(self.validation, adapter_dir=current))
         return new >= old
 
+    def _validation_for(self, family: str | None) -> list[Task]:
+        return [t for t in self.validation if t.family == family] or self.validation
+
+    @property
+    def _gates_text(self) -> bool:
+        # With compiled skills the global gate validates what the weights take in.
+        return self.config.gate and bool(self.validation) and self.config.skill_mode == "context"
+
+    def _gate_text(self, task: Task, name: str, text: str, previous: SkillVersion | None) -> bool:
+        """A summary must not score below the skill's current text (or no skill, for a new one)
+        in context on the validation tasks of the task's family. The current text's score is
+        kept until the skill gets a new version."""
+        held_out = self._validation_for(task.family)
+        scorer = AgentScorer(self.model, self.config.sandbox, self.config.image)
+        key = (name, previous.id if previous else None, tuple(t.id for t in held_out))
+        if key not in self._current_scores:
+            current = [(name, previous.body)] if previous else []
+            self._current_scores[key] = mean(scorer.scores(held_out, skills=current))
+        body = parse(text, folder_name=name).body
+        return mean(scorer.scores(held_out, skills=[(name, body)])) >= self._current_scores[key]
+
     # ---------------------------------------------------------------- refinement of weak skills
     def _refine_weak(self, report: SessionReport, tasks: Sequence[Task], session_id: int) -> list[str]:
         if self.refiner is None or self.config.refine_below is None:
@@ -212,7 +240,7 @@ class Learner:
             if len(runs) < self.config.refine_min_uses or rate >= self.config.refine_below:
                 continue
             family = runs[0][0].family
-            held_out = [t for t in self.validation if t.family == family] or self.validation
+            held_out = self._validation_for(family)
             if not held_out:
                 notes.append(f"{name}: success {rate:.0%} is low, but there are no validation tasks to refine it on")
                 continue
