@@ -59,7 +59,7 @@ def experiment(store, checkpoints: list, tasks: list[str], evaluator, validator,
         return score_candidates(recorder, validator, subjects, tasks, like, namespace="validation")[0]
 
     expert_scores = dict(zip((names[c] for c in checkpoints), validate(checkpoints)))
-    rows = {}
+    figures = {}
     found_best = (None, -1.0)
     for key, label, overrides in ABLATIONS:
         if rows and key not in rows:
@@ -81,12 +81,12 @@ def experiment(store, checkpoints: list, tasks: list[str], evaluator, validator,
         for adapter_id, s in zip(elites, validate(elites)):
             if _mean(s) > found_best[1]:
                 found_best = (adapter_id, _mean(s))
-        rows[label] = {"merge": _mean(outcome.candidate_scores), "merge_scores": outcome.candidate_scores,
-                       "qd_score": last.qd_score, "coverage": last.coverage,
-                       "best": {t: a.best_quality for t, a in last.archives.items()},
-                       "seconds": time.perf_counter() - t0}
+        figures[label] = {"merge": _mean(outcome.candidate_scores), "merge_scores": outcome.candidate_scores,
+                          "qd_score": last.qd_score, "coverage": last.coverage,
+                          "best": {t: a.best_quality for t, a in last.archives.items()},
+                          "seconds": time.perf_counter() - t0}
     recorder.close()
-    return {"experts": expert_scores, "best_single": found_best[1], "rows": rows}
+    return {"experts": expert_scores, "best_single": found_best[1], "rows": figures}
 
 
 def synthetic_trial(root: Path, seed: int, generations: int, children: int, rows: list[str] | None) -> dict:
