@@ -2,10 +2,16 @@
 
 What belongs to one task instance is what the agent could only have learned from that instance:
 words and numbers it first saw in the instruction or in an earlier command's output, and the
-repository's file paths. Those become placeholders (FILE, NAME2, LINE), the same value always
-the same placeholder, so the edit pattern survives ("range(NAME)" to "range(NAME + 1)") while
-the particulars do not. Everything else — the commands, flags and choices the agent made without
+repository's file paths. Those become placeholders, the same value always the same placeholder,
+so the edit pattern survives ("range(NAME)" to "range(NAME + 1)") while the particulars do not.
+A placeholder is named for the role its syntax gives it where it is first used: FILE, MODULE
+(after `import`), KEY (a quoted dict key), LINE (a line number), VALUE (another number), and NAME
+for any other name. Everything else — the commands, flags and choices the agent made without
 being told — is kept, because that is the method.
+
+Common English words ("name", "right", "value") stay as they are in prose, but in a command, or
+quoted in prose, one the agent was shown is as much an instance value as any other name: a
+recipe that edits `"name"]` would fix only the task whose key happened to be "name".
 
 Placeholders are bare capitals by default: written into a shell command they stay a harmless
 word, where `<file>` would be a redirection.
@@ -34,16 +40,20 @@ _LINE_BEFORE = re.compile(r"(?:\b[Ll]ine |:)$")
 STYLES = {"upper": "{ROLE}{n}", "angle": "<{role}{n}>"}
 
 # Words that are method, not instance: shell and Python vocabulary a recipe must keep.
-_KEEP = set(keyword.kwlist) | {
+_METHOD = set(keyword.kwlist) | {
     "python", "python3", "pytest", "pip", "git", "diff", "cat", "sed", "grep", "head", "tail", "ls", "find",
     "echo", "printf", "awk", "nl", "wc", "cd", "cp", "mv", "rm", "mkdir", "touch", "true", "false", "test",
     "tests", "submit", "bash", "sh", "src", "repo", "self", "cls", "print", "len", "range", "int", "str", "float",
     "list", "dict", "set", "tuple", "bool", "open", "read", "write", "replace", "split", "join", "format",
-    "import", "return", "def", "class", "assert", "main", "name", "file", "path", "text", "line", "lines",
+    "import", "return", "def", "class", "assert", "main",
     "error", "errors", "failed", "passed", "FAILED", "PASSED", "ERROR", "AssertionError", "NameError",
     "TypeError", "ValueError", "KeyError", "AttributeError", "ImportError", "ModuleNotFoundError",
     "SyntaxError", "IndexError", "ZeroDivisionError", "Exception", "None", "True", "False", "utf",
-    "encoding", "q", "x", "s", "n", "r", "e", "i", "v", "m", "c", "p", "g", "E", "F", "rn", "the", "a", "an",
+    "encoding", "q", "x", "s", "n", "r", "e", "i", "v", "m", "c", "p", "g", "E", "F", "rn",
+}
+# Words that are prose: kept in a thought, an instance value in a command once the agent saw them.
+_PROSE = {
+    "name", "file", "path", "text", "line", "lines", "the", "a", "an",
     "and", "or", "not", "in", "is", "of", "to", "on", "for", "with", "fix", "code", "suite", "fails",
     "this", "that", "these", "those", "it", "its", "be", "are", "was", "were", "has", "have", "had", "do",
     "does", "did", "can", "should", "must", "will", "one", "two", "all", "any", "each", "every", "no", "only",
@@ -54,7 +64,14 @@ _KEEP = set(keyword.kwlist) | {
     "function", "functions", "method", "module", "modules", "package", "test_", "failing", "failure", "bug",
     "wrong", "right", "correct", "instead", "should", "first", "last", "next", "step", "steps", "done",
 }
-_KEEP_LOWER = {w.lower() for w in _KEEP}
+_METHOD_LOWER = {w.lower() for w in _METHOD}
+_PROSE_LOWER = {w.lower() for w in _PROSE} - _METHOD_LOWER
+# Syntax that names a value's role, looked at just before and just after it.
+_MODULE_BEFORE = re.compile(r"(?:^|[\s;'\"(])(?:import|from)\s+$")
+_KEY_BEFORE = re.compile(r"(?:\[|\.get\()\s*[\"']$")
+_KEY_AFTER = re.compile(r"^[\"']\s*\]")
+_FLAG_NAME = re.compile(r"(?:^|\s)--?(?:[\w-]*-)?$")  # "-name", "--exclude-dir": method
+_QUOTED = (re.compile(r"[\"'`]$"), re.compile(r"^[\"'`]"))
 _MIN_WORD = 3  # shorter words are too often generic ("id", "f") to be worth a placeholder
 
 
@@ -84,7 +101,7 @@ class Abstraction:
 
 
 def _seen_words(text: str) -> set[str]:
-    words = {w for w in _WORD.findall(text) if len(w) >= _MIN_WORD and w.lower() not in _KEEP_LOWER}
+    words = {w for w in _WORD.findall(text) if len(w) >= _MIN_WORD and w.lower() not in _METHOD_LOWER}
     # pytest names a test after what it tests: seeing test_parse_row teaches parse_row too
     words |= {w[5:] for w in words if w.startswith("test_") and len(w) > 5 + _MIN_WORD}
     return words
@@ -94,8 +111,22 @@ def _seen_numbers(text: str) -> set[str]:
     return {n for n in _NUMBER.findall(text) if n not in ("0", "1", "-1")}
 
 
-def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str]) -> str:
-    """Replaces, in one pass each, paths, then words and numbers the agent had been shown."""
+def _word_role(m: re.Match) -> str:
+    before, after = m.string[: m.start()], m.string[m.end():]
+    if _MODULE_BEFORE.search(before):
+        return "module"
+    if _KEY_BEFORE.search(before) or _KEY_AFTER.search(after):
+        return "key"
+    return "name"
+
+
+def _quoted(m: re.Match) -> bool:
+    return bool(_QUOTED[0].search(m.string[: m.start()]) and _QUOTED[1].search(m.string[m.end():]))
+
+
+def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str], command: bool = False) -> str:
+    """Replaces, in one pass each, paths, then words and numbers the agent had been shown.
+    `command` says the text is a command, where a prose word is a value like any other."""
 
     def path_sub(m: re.Match) -> str:
         return abstraction.name(m.group(0), "file", known.get(m.group(0), "the repository listing"))
@@ -104,8 +135,12 @@ def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str]) ->
         w = m.group(0)
         if w.startswith("test_") and (w[5:] in known or w[5:] in abstraction.placeholders):
             return "test_" + abstraction.name(w[5:], "name", known.get(w[5:], "the repository"))
+        if _FLAG_NAME.search(m.string[: m.start()]):
+            return w
+        if w.lower() in _PROSE_LOWER and not (command or _quoted(m)):
+            return w
         if w in known or w in abstraction.placeholders:
-            return abstraction.name(w, "name", known.get(w, "the repository"))
+            return abstraction.name(w, _word_role(m), known.get(w, "the repository"))
         return w
 
     def number_sub(m: re.Match) -> str:
@@ -138,7 +173,7 @@ def abstract_steps(episode: Episode, steps: list[Step], style: str = "upper") ->
     out: list[tuple[str, str]] = []
     for i, step in enumerate(steps, 1):
         # The command first: its syntax says best what a value is (a sed address is a line).
-        command = abstract_text(step.command, abstraction, known)
+        command = abstract_text(step.command, abstraction, known, command=True)
         thought = abstract_text(_first_sentence(step.thought), abstraction, known)
         out.append((abstraction.render(thought), abstraction.render(command)))
         for value in _learned_from(step.output):

@@ -1,0 +1,48 @@
+"""Abstracting a run into a recipe: which values become placeholders, and what they are called."""
+from __future__ import annotations
+
+from evolve.learn.abstract import abstract_steps
+from evolve.learn.episode import Episode, Step
+
+INSTRUCTION = "The test suite fails. Fix the code, not the tests."
+TESTS = "COLUMNS=150 python3 -m pytest -q --tb=no -rf | tail -n 2"
+
+
+def recipe(*steps: Step) -> list[tuple[str, str]]:
+    pairs, _ = abstract_steps(Episode("t", INSTRUCTION, list(steps), True), list(steps))
+    return pairs
+
+
+def test_a_common_word_the_run_read_in_the_code_is_a_placeholder_in_the_edit():
+    # the key happens to be "name": kept literally, the recipe would only fix tasks whose key is "name"
+    pairs = recipe(
+        Step("Run the tests.", TESTS, "FAILED tests/test_a.py::test_tally_orders - KeyError: 'name'"),
+        Step("Find tally_orders.", 'grep -rn -A 3 "def tally_orders(" .',
+             './a.py:4:def tally_orders(rows):\n./a.py-5-    row = {"names": 1}\n./a.py-6-    return row["name"]'),
+        Step('The function reads the key "name" but the dict has "names"; the name is wrong.',
+             "sed -i '/def tally_orders(/,/^$/s/\"name\"]/\"names\"]/' ./a.py", ""),
+    )
+    thought, command = pairs[2]
+    assert command == "sed -i '/def NAME(/,/^$/s/\"KEY\"]/\"KEY2\"]/' FILE"
+    # quoted in prose it is the value too; unquoted it is just English
+    assert thought == 'The function reads the key "KEY" but the dict has "KEY2"; the name is wrong.'
+
+
+def test_argument_names_that_are_english_words_are_placeholders_in_a_command():
+    pairs = recipe(
+        Step("Run the tests.", TESTS, "FAILED tests/test_a.py::test_score - assert 3 == 1"),
+        Step("Find score.", 'grep -rn -A 3 "def score(" .',
+             "./a.py:4:def score(left, right):\n./a.py-5-    return weight(right, left)"),
+        Step("Swap them.", "sed -i 's/weight(right, left)/weight(left, right)/' ./a.py", ""),
+    )
+    assert pairs[2][1] == "sed -i 's/NAME2(NAME3, NAME4)/NAME2(NAME4, NAME3)/' FILE"
+
+
+def test_a_module_after_import_is_called_module_and_flags_stay_method():
+    pairs = recipe(
+        Step("Run the tests.", TESTS, "FAILED tests/test_a.py::test_blend - NameError: name 'math' is not defined"),
+        Step("Find the files.", "find . -name '*.py'", "./a.py\n./name.txt"),
+        Step("math is never imported; add import math.", "sed -i '1i import math' ./a.py", ""),
+    )
+    assert pairs[1][1] == "find . -name '*.py'"  # "name" was read, but -name is a flag
+    assert pairs[2] == ("MODULE is never imported; add import MODULE.", "sed -i '1i import MODULE' FILE")
