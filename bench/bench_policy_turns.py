@@ -22,12 +22,13 @@ from rich.console import Console
 from rich.table import Table
 
 
-def held_out_records(families: list[str], per_family: int) -> list[dict]:
+def held_out_records(families: list[str], per_family: int, offset: int = 500) -> list[dict]:
+    """The expert's successful runs on `per_family` held-out seeds of each family, from HELDOUT_START + offset."""
     from skillworld.dataset import episode_record
     from skillworld.episodes import run_episodes
     from skillworld.generate import HELDOUT_START, generate
 
-    tasks = [generate(f, HELDOUT_START + 500 + i) for i in range(per_family) for f in families]
+    tasks = [generate(f, HELDOUT_START + offset + i) for i in range(per_family) for f in families]
     return [episode_record(ep) for ep in run_episodes(tasks) if ep.success]
 
 

@@ -1,0 +1,148 @@
+"""Can the policy use a skill in each form that learning gives it? Teacher-forced edit commands.
+
+    python -m bench.bench_skill_forms [--policy DIR --hypernet DIR] [--per-family 3] [--families seen]
+
+Learning online hands the agent skills in forms its training never showed it: recipes the
+offline summariser induced from a run, compiled by the hypernetwork, folded into a global adapter.
+This measures, on held-out expert conversations, how often the policy's greedy tokens reproduce
+the expert's edit command (turn 2, given the expert's thought and everything before it) when
+the family's skill is
+
+    none                    no skill at all
+    shipped, in context     one of the family's hand-written SKILL.md paraphrases in the prompt
+    induced, in context     the offline summariser's recipe from one expert run of the family
+    shipped, compiled       the shipped text compiled to a LoRA adapter, nothing in the prompt
+    induced, compiled       the induced recipe compiled
+    global                  the exact low-rank EMA (--alpha, --rank) of every family's compiled
+                            induced recipe: one adapter for all tasks, as learning builds it
+    global + induced        the global adapter rank-concatenated with the family's own
+
+The induced recipes come from expert runs on a block of held-out seeds of their own, so no
+conversation is scored against a recipe made from itself.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+from collections import defaultdict
+from contextlib import nullcontext
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.bench_policy_turns import held_out_records
+
+FORMS = ("none", "shipped, in context", "induced, in context", "shipped, compiled", "induced, compiled",
+         "global", "global + induced")
+
+
+def induced_recipes(families: list[str]) -> dict[str, str]:
+    """{family: recipe body} summarised offline from one expert run per family."""
+    from evolve.learn.episode import Episode, Step
+    from evolve.learn.summarise_offline import OfflineSummariser
+    from skills.skillmd import parse
+    from skillworld.generate import generate
+
+    out = {}
+    for record in held_out_records(families, 1, offset=900):
+        task = generate(record["family"], record["seed"]).task()
+        episode = Episode(record["id"], task.instruction, [Step(*s) for s in record["steps"]], True,
+                          family=record["family"])
+        name = record["family"].replace("_", "-")
+        out[record["family"]] = parse(OfflineSummariser(test_command=task.test).summarise(episode, name),
+                                      folder_name=name).body
+    return out
+
+
+def edit_command_right(model, tokenizer, conversation: list[dict], delta) -> bool:
+    """Whether every token of the edit turn's command (after its ```bash) is the greedy guess."""
+    import torch
+
+    from hypernet.apply import generated_lora
+    from skillworld.policy.tokenizer import encode_conversation
+
+    ids, mask = encode_conversation(tokenizer, conversation)
+    lora = generated_lora(model, {k: (v.A[None], v.B[None]) for k, v in delta.items()}) if delta else nullcontext()
+    with torch.no_grad(), lora:
+        guess = model(torch.tensor([ids])).logits[0].argmax(-1).tolist()
+    turn, in_command, right = -1, False, True
+    for i in range(1, len(ids)):
+        if mask[i] and not mask[i - 1]:
+            turn += 1
+        if mask[i] and turn == 2:
+            if in_command:
+                right &= guess[i - 1] == ids[i]
+            in_command = in_command or "bash" in tokenizer.convert_ids_to_tokens(ids[i])
+    return right
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--policy", type=Path, default=None, help="policy folder (default: the bundled skillworld-tiny)")
+    ap.add_argument("--hypernet", type=Path, default=None, help="hypernetwork checkpoint (default: the bundled one)")
+    ap.add_argument("--models-dir", type=Path, default=Path.home() / ".skillgraft" / "models")
+    ap.add_argument("--per-family", type=int, default=3, help="held-out conversations per family")
+    ap.add_argument("--families", nargs="+", default=["seen"], help="families or groups (seen, skill-only, drill, all)")
+    ap.add_argument("--alpha", type=float, default=0.5)
+    ap.add_argument("--rank", type=int, default=16)
+    args = ap.parse_args()
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from evolve.learn.global_adapter import EmaConfig, combine
+    from hypernet.compile import Compiler
+    from hypernet.lora import concat
+    from skillworld import library
+    from skillworld.dataset import record_steps
+    from skillworld.default_model import ensure_hypernet, ensure_policy
+    from skillworld.expert import messages
+    from skillworld.families import resolve
+
+    policy = args.policy or ensure_policy(args.models_dir)
+    hypernet = args.hypernet or ensure_hypernet(args.models_dir)
+    families = resolve(args.families)
+    tokenizer = AutoTokenizer.from_pretrained(policy)
+    model = AutoModelForCausalLM.from_pretrained(policy).eval()
+    compiler = Compiler.load(hypernet, policy)
+
+    rng = random.Random(0)
+    shipped = {f: library.pick(f, rng) for f in families}
+    induced = induced_recipes(families)
+    compiled_shipped = dict(zip(families, compiler.compile([shipped[f].body for f in families])))
+    compiled_induced = dict(zip(families, compiler.compile([induced[f] for f in families])))
+    global_ = None
+    for f in families:
+        global_, _ = combine(global_, compiled_induced[f], EmaConfig(alpha=args.alpha, rank=args.rank))
+
+    hits: dict = defaultdict(lambda: defaultdict(int))
+    records = held_out_records(families, args.per_family)
+    for record in records:
+        f = record["family"]
+        forms = {
+            "none": ([], None),
+            "shipped, in context": ([(shipped[f].name, shipped[f].body)], None),
+            "induced, in context": ([(f.replace("_", "-"), induced[f])], None),
+            "shipped, compiled": ([], compiled_shipped[f]),
+            "induced, compiled": ([], compiled_induced[f]),
+            "global": ([], global_),
+            "global + induced": ([], concat([global_, compiled_induced[f]])),
+        }
+        for form, (in_context, delta) in forms.items():
+            conversation = messages(record_steps(record, form != "none"), in_context)
+            hits[form][f] += edit_command_right(model, tokenizer, conversation, delta)
+
+    per = defaultdict(int)
+    for record in records:
+        per[record["family"]] += 1
+    table = Table(title=f"edit command right, teacher-forced, {len(records)} held-out expert conversations")
+    table.add_column("family")
+    for form in FORMS:
+        table.add_column(form.replace(", in context", " ctx").replace(", compiled", " LoRA"), justify="right")
+    for f in families:
+        table.add_row(f, *(f"{hits[form][f]}/{per[f]}" for form in FORMS))
+    table.add_row("all", *(f"{sum(hits[form].values())}/{len(records)}" for form in FORMS), style="bold")
+    Console().print(table)
+
+if __name__ == "__main__":
+    main()
