@@ -59,10 +59,10 @@ _PROSE = {
     "does", "did", "can", "should", "must", "will", "one", "two", "all", "any", "each", "every", "no", "only",
     "then", "than", "when", "where", "which", "who", "what", "why", "how", "there", "here", "from", "into",
     "out", "up", "down", "by", "at", "as", "but", "if", "else", "so", "too", "very", "more", "most", "less",
-    "make", "makes", "run", "runs", "show", "shows", "find", "finds", "see", "use", "uses", "used", "using",
+    "make", "makes", "run", "runs", "show", "shows", "finds", "see", "use", "uses", "used", "using",
     "again", "check", "change", "changes", "item", "items", "value", "values", "call", "calls", "loop",
     "function", "functions", "method", "module", "modules", "package", "test_", "failing", "failure", "bug",
-    "wrong", "right", "correct", "instead", "should", "first", "last", "next", "step", "steps", "done",
+    "wrong", "right", "correct", "instead", "first", "last", "next", "step", "steps", "done",
 }
 _METHOD_LOWER = {w.lower() for w in _METHOD}
 _PROSE_LOWER = {w.lower() for w in _PROSE} - _METHOD_LOWER
