@@ -38,6 +38,15 @@ def test_argument_names_that_are_english_words_are_placeholders_in_a_command():
     assert pairs[2][1] == "sed -i 's/NAME2(NAME3, NAME4)/NAME2(NAME4, NAME3)/' FILE"
 
 
+def test_a_negated_name_inside_a_sed_script_is_a_value_not_a_flag():
+    pairs = recipe(
+        Step("Run the tests.", TESTS, "FAILED tests/test_a.py::test_net_sum - assert -3 == 3"),
+        Step("Find net_sum.", 'grep -rn -A 3 "def net_sum(" .', "./a.py:4:def net_sum(total):\n./a.py-5-    return -total"),
+        Step("Drop the minus.", "sed -i 's/return -total/return total/' ./a.py", ""),
+    )
+    assert pairs[2][1] == "sed -i 's/return -NAME2/return NAME2/' FILE"
+
+
 def test_a_module_after_import_is_called_module_and_flags_stay_method():
     pairs = recipe(
         Step("Run the tests.", TESTS, "FAILED tests/test_a.py::test_blend - NameError: name 'math' is not defined"),

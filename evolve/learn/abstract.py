@@ -120,6 +120,12 @@ def _word_role(m: re.Match) -> str:
     return "name"
 
 
+def _is_flag(m: re.Match) -> bool:
+    """`-name` in `find . -name x`, but not `-total` inside a quoted sed script."""
+    before = m.string[: m.start()]
+    return bool(_FLAG_NAME.search(before)) and before.count("'") % 2 == 0 and before.count('"') % 2 == 0
+
+
 def _quoted(m: re.Match) -> bool:
     return bool(_QUOTED[0].search(m.string[: m.start()]) and _QUOTED[1].search(m.string[m.end():]))
 
@@ -135,7 +141,7 @@ def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str], co
         w = m.group(0)
         if w.startswith("test_") and (w[5:] in known or w[5:] in abstraction.placeholders):
             return "test_" + abstraction.name(w[5:], "name", known.get(w[5:], "the repository"))
-        if _FLAG_NAME.search(m.string[: m.start()]):
+        if _is_flag(m):
             return w
         if w.lower() in _PROSE_LOWER and not (command or _quoted(m)):
             return w
