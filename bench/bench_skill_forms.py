@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -132,9 +132,7 @@ def main() -> None:
             conversation = messages(record_steps(record, form != "none"), in_context)
             hits[form][f] += edit_command_right(model, tokenizer, conversation, delta)
 
-    per = defaultdict(int)
-    for record in records:
-        per[record["family"]] += 1
+    per = Counter(record["family"] for record in records)
     table = Table(title=f"edit command right, teacher-forced, {len(records)} held-out expert conversations")
     table.add_column("family")
     for form in FORMS:
