@@ -48,10 +48,6 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def default_models() -> Path:
-    return Path(os.environ.get("SKILLGRAFT_HOME") or Path.home() / ".skillgraft").expanduser() / "models"
-
-
 def run_condition(label: str, plan, model, compiler, args, root: Path, validation=()) -> list:
     """One learner from an empty store through every session; returns the session reports."""
     from skills.store import Store
@@ -108,7 +104,9 @@ def main() -> None:
     from skillworld.families import resolve
     from skillworld.generate import HELDOUT_START, generate
 
-    models = args.models or default_models()
+    from skillgraft.settings import load_settings
+
+    models = args.models or load_settings().models
     t0 = time.monotonic()
     policy = args.policy or ensure_policy(models, show_progress=False)
     hypernet = None

@@ -40,7 +40,7 @@ def turn_hits(policy: Path, records: list[dict], seed: int = 0) -> dict:
     from skillworld import library
     from skillworld.dataset import record_steps
     from skillworld.expert import messages
-    from skillworld.policy.tokenizer import encode_conversation
+    from skillworld.policy.lora_policy import encode
 
     tokenizer = AutoTokenizer.from_pretrained(policy)
     model = AutoModelForCausalLM.from_pretrained(policy).eval()
@@ -51,7 +51,7 @@ def turn_hits(policy: Path, records: list[dict], seed: int = 0) -> dict:
         skill = library.pick(record["family"], rng, record["seed"])
         for in_context in (False, True):
             conv = messages(record_steps(record, in_context), [(skill.name, skill.body)] if in_context else [])
-            ids, mask = encode_conversation(tokenizer, conv)
+            ids, mask = encode(tokenizer, conv, 4096)
             with torch.no_grad():
                 guess = model(torch.tensor([ids])).logits[0].argmax(-1).tolist()
             turn, i, wrong = 0, 1, None
@@ -75,16 +75,17 @@ def turn_hits(policy: Path, records: list[dict], seed: int = 0) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--policy", type=Path, default=None, help="policy folder (default: the bundled skillworld-tiny)")
+    ap.add_argument("--policy", type=Path, default=None, help="policy model folder (default: the bundled skillworld model)")
     ap.add_argument("--baseline", type=Path, default=None, help="a second policy folder to compare with")
-    ap.add_argument("--models-dir", type=Path, default=Path.home() / ".skillgraft" / "models")
+    ap.add_argument("--models-dir", type=Path, default=None, help="default: HOME/models (SKILLGRAFT_HOME or ~/.skillgraft)")
     ap.add_argument("--per-family", type=int, default=2, help="held-out tasks per family")
     ap.add_argument("--families", nargs="+", default=["seen"], help="families or groups (seen, skill-only, drill, all)")
     args = ap.parse_args()
+    from skillgraft.settings import load_settings
     from skillworld.default_model import ensure_policy
     from skillworld.families import resolve
 
-    policies = {"policy": args.policy or ensure_policy(args.models_dir)}
+    policies = {"policy": args.policy or ensure_policy(args.models_dir or load_settings().models)}
     if args.baseline:
         policies["baseline"] = args.baseline
     records = held_out_records(resolve(args.families), args.per_family)

@@ -39,20 +39,9 @@ FORMS = ("none", "shipped, in context", "induced, in context", "shipped, compile
 
 def induced_recipes(families: list[str]) -> dict[str, str]:
     """{family: recipe body} summarised offline from one expert run per family."""
-    from evolve.learn.episode import Episode, Step
-    from evolve.learn.summarise_offline import OfflineSummariser
-    from skills.skillmd import parse
-    from skillworld.generate import generate
+    from skillworld.skill_texts import induced
 
-    out = {}
-    for record in held_out_records(families, 1, offset=900):
-        task = generate(record["family"], record["seed"]).task()
-        episode = Episode(record["id"], task.instruction, [Step(*s) for s in record["steps"]], True,
-                          family=record["family"])
-        name = record["family"].replace("_", "-")
-        out[record["family"]] = parse(OfflineSummariser(test_command=task.test).summarise(episode, name),
-                                      folder_name=name).body
-    return out
+    return {record["family"]: induced(record) for record in held_out_records(families, 1, offset=900)}
 
 
 def edit_command_right(model, tokenizer, conversation: list[dict], delta) -> bool:
@@ -60,9 +49,9 @@ def edit_command_right(model, tokenizer, conversation: list[dict], delta) -> boo
     import torch
 
     from hypernet.apply import generated_lora
-    from skillworld.policy.tokenizer import encode_conversation
+    from skillworld.policy.lora_policy import encode
 
-    ids, mask = encode_conversation(tokenizer, conversation)
+    ids, mask = encode(tokenizer, conversation, 4096)
     lora = generated_lora(model, {k: (v.A[None], v.B[None]) for k, v in delta.items()}) if delta else nullcontext()
     with torch.no_grad(), lora:
         guess = model(torch.tensor([ids])).logits[0].argmax(-1).tolist()
@@ -79,9 +68,9 @@ def edit_command_right(model, tokenizer, conversation: list[dict], delta) -> boo
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--policy", type=Path, default=None, help="policy folder (default: the bundled skillworld-tiny)")
+    ap.add_argument("--policy", type=Path, default=None, help="policy model folder (default: the bundled skillworld model)")
     ap.add_argument("--hypernet", type=Path, default=None, help="hypernetwork checkpoint (default: the bundled one)")
-    ap.add_argument("--models-dir", type=Path, default=Path.home() / ".skillgraft" / "models")
+    ap.add_argument("--models-dir", type=Path, default=None, help="default: HOME/models (SKILLGRAFT_HOME or ~/.skillgraft)")
     ap.add_argument("--per-family", type=int, default=3, help="held-out conversations per family")
     ap.add_argument("--families", nargs="+", default=["seen"], help="families or groups (seen, skill-only, drill, all)")
     ap.add_argument("--alpha", type=float, default=0.5)
@@ -99,8 +88,11 @@ def main() -> None:
     from skillworld.expert import messages
     from skillworld.families import resolve
 
-    policy = args.policy or ensure_policy(args.models_dir)
-    hypernet = args.hypernet or ensure_hypernet(args.models_dir)
+    from skillgraft.settings import load_settings
+
+    models_dir = args.models_dir or load_settings().models
+    policy = args.policy or ensure_policy(models_dir)
+    hypernet = args.hypernet or ensure_hypernet(models_dir)
     families = resolve(args.families)
     tokenizer = AutoTokenizer.from_pretrained(policy)
     model = AutoModelForCausalLM.from_pretrained(policy).eval()
@@ -129,7 +121,8 @@ def main() -> None:
             "global + induced": ([], concat([global_, compiled_induced[f]])),
         }
         for form, (in_context, delta) in forms.items():
-            conversation = messages(record_steps(record, form != "none"), in_context)
+            # The thoughts are the ones the policy has with the skill text in view, or without it.
+            conversation = messages(record_steps(record, bool(in_context)), in_context)
             hits[form][f] += edit_command_right(model, tokenizer, conversation, delta)
 
     per = Counter(record["family"] for record in records)

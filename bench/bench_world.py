@@ -1,18 +1,19 @@
-"""SkillWorld table on held-out seeds: expert, untrained policy, and the trained policy under
+"""SkillWorld table on held-out seeds: the expert, the untuned base, and the default model under
 none / context / parametric / both, for seen and skill-only families.
 
-    python -m bench.bench_world --episodes 100 --workers 2
-    python -m bench.bench_world --episodes 25 --groups skill-only --rows none,context,parametric,both
+    python -m bench.bench_world --episodes 12 --groups seen          # 108 episodes per cell
+    python -m bench.bench_world --episodes 25 --groups skill-only    # 100 episodes per cell
 
-Episodes per cell = --episodes per family x families in the group. The untrained policy (same
-architecture and tokenizer, random weights) is the side-by-side baseline; each cell also prints
-its ratio to the trained policy's "none" cell of the same group.
+Episodes per cell = --episodes per family x families in the group. The base the policy was
+trained on (SmolLM2-135M-Instruct, no adapter) is the side-by-side baseline; each cell also
+prints its ratio to the default model's "none" cell of the same group.
 """
 from __future__ import annotations
 
 import argparse
-import tempfile
+import json
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
@@ -22,52 +23,44 @@ from skillworld.evaluate import AdapterCache, ThreadModels, cells, run_eval
 from skillworld.families import GROUPS
 
 
-def untrained_copy(policy: Path, out: Path, seed: int = 0) -> Path:
-    """The policy's architecture and tokenizer with fresh random weights."""
-    import torch
-    from transformers import AutoConfig, AutoTokenizer, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(AutoConfig.from_pretrained(policy))
-    model.generation_config.eos_token_id = model.config.eos_token_id
-    model.save_pretrained(out)
-    AutoTokenizer.from_pretrained(policy).save_pretrained(out)
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--episodes", type=int, default=100, help="held-out episodes per family and cell")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--policy", type=Path, default=None, help="policy folder (default: the bundled skillworld-tiny)")
+    ap.add_argument("--policy", type=Path, default=None, help="policy model folder (default: the bundled skillworld model)")
     ap.add_argument("--hypernet", type=Path, default=None, help="hypernetwork checkpoint (default: the bundled one)")
-    ap.add_argument("--models-dir", type=Path, default=Path.home() / ".skillgraft" / "models")
+    ap.add_argument("--models-dir", type=Path, default=None, help="default: HOME/models (SKILLGRAFT_HOME or ~/.skillgraft)")
     ap.add_argument("--no-parametric", action="store_true", help="skip the parametric and both cells")
-    ap.add_argument("--rows", default="expert,untrained,none,context,parametric,both")
+    ap.add_argument("--rows", default="expert,base,none,context,parametric,both")
     ap.add_argument("--groups", default="seen,skill-only",
                     help="family groups to run; the skill-only group has 4 families, so 25 episodes each make 100 per cell")
+    ap.add_argument("--max-new-tokens", type=int, default=128,
+                    help="reply budget per turn (the expert's longest reply is under 80 tokens)")
+    ap.add_argument("--out", type=Path, default=None, help="also write the cells and every episode as JSON lines here")
     args = ap.parse_args()
 
+    from agent.models.bases import ensure_base
     from agent.models.factory import make_model
+    from skillgraft.settings import load_settings
     from skillworld.default_model import ensure_hypernet, ensure_policy
     from skillworld.expert import ExpertModel
+    from skillworld.recipe import BASE
 
     console = Console()
-    policy = args.policy or ensure_policy(args.models_dir)
+    models_dir = args.models_dir or load_settings().models
+    policy = args.policy or ensure_policy(models_dir)
     rows = args.rows.split(",")
     if args.no_parametric:
         rows = [r for r in rows if r not in ("parametric", "both")]
     adapters = None
     if any(r in ("parametric", "both") for r in rows):
-        hypernet = args.hypernet or ensure_hypernet(args.models_dir)
+        hypernet = args.hypernet or ensure_hypernet(models_dir)
         adapters = AdapterCache(hypernet, policy)
-    scratch = Path(tempfile.mkdtemp(prefix="bench-world-"))
-    untrained = untrained_copy(policy, scratch / "untrained")
 
     def hf(folder: Path):
-        return ThreadModels(lambda: make_model(f"hf:{folder}"))
+        return ThreadModels(lambda: make_model(f"hf:{folder}", max_new_tokens=args.max_new_tokens))
 
-    plan = {"expert": (ExpertModel, "none"), "untrained": (hf(untrained), "none")}
+    plan = {"expert": (ExpertModel, "none"), "base": (hf(ensure_base(BASE, models_dir)), "none")}
     for cond in ("none", "context", "parametric", "both"):
         plan[cond] = (hf(policy), cond)
     table: dict[tuple[str, str], object] = {}
@@ -80,16 +73,23 @@ def main() -> None:
             cell = [c for c in cells(results, "group") if c.name == group][0]
             table[(row, group)] = cell
             lo, hi = cell.interval
+            if args.out:
+                with args.out.open("a") as fh:
+                    fh.write(json.dumps({"row": row, "group": group, "successes": cell.successes, "episodes": cell.episodes,
+                                         "rate": cell.rate, "ci95": [lo, hi], "mean_steps": cell.mean_steps,
+                                         "seconds": round(time.monotonic() - started),
+                                         "by_family": {c.name: [c.successes, c.episodes] for c in cells(results, "family")},
+                                         "results": [asdict(r) for r in results]}) + "\n")
             console.print(f"{row:>10} {group:>10}: {cell.successes}/{cell.episodes} = {cell.rate:.1%} "
                           f"[{lo:.1%}, {hi:.1%}] mean steps {cell.mean_steps:.2f} ({time.monotonic() - started:.0f} s)")
     view = Table(title=f"SkillWorld, held-out seeds, {args.episodes} episodes per family per cell")
-    for col in ("row", "group", "success", "95% CI", "episodes", "mean steps", "÷ trained none"):
+    for col in ("row", "group", "success", "95% CI", "episodes", "mean steps", "÷ skillworld none"):
         view.add_column(col)
     for (row, group), cell in table.items():
         base = table.get(("none", group))
         ratio = f"{cell.rate / base.rate:.2f}" if base is not None and base.rate else "n/a"
         lo, hi = cell.interval
-        view.add_row(row if row in ("expert", "untrained") else f"trained · {row}", group, f"{cell.rate:.1%}",
+        view.add_row(row if row in ("expert", "base") else f"skillworld · {row}", group, f"{cell.rate:.1%}",
                      f"{lo:.1%}–{hi:.1%}", str(cell.episodes), f"{cell.mean_steps:.2f}", ratio)
     console.print(view)
 

@@ -75,7 +75,8 @@ class Compiler:
             ckpt_id = checkpoint_id(checkpoint)
             if base_model_name:
                 meta.base_model_name = base_model_name
-        encoder = make_encoder(meta.config.encoder, base_model=base_model, tokenizer=tokenizer, layer=meta.config.encoder_layer)
+        encoder = make_encoder(meta.config.encoder, base_model=base_model, tokenizer=tokenizer,
+                               layer=meta.config.encoder_layer, window=meta.config.encoder_window)
         if encoder.dim != meta.config.encoder_dim:
             raise ValueError(f"encoder {encoder.name} gives {encoder.dim}-d vectors, the hypernetwork expects {meta.config.encoder_dim}")
         return cls(net.to(device), meta, encoder, ckpt_id)

@@ -105,6 +105,12 @@ class MiniLMEncoder:
         self.device = torch.device(device)
         self._cache = _Cache()
 
+    def with_window(self, window: int) -> "MiniLMEncoder":
+        """The same loaded model, cutting texts into windows of another size."""
+        other = object.__new__(MiniLMEncoder)
+        other.__dict__.update(self.__dict__, window=window, _cache=_Cache())
+        return other
+
     def _chunk_ids(self, text: str) -> list[list[int]]:
         ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
         body = self.window - 2  # room for [CLS] and [SEP] in every window
@@ -188,23 +194,26 @@ class BaseHiddenEncoder:
 ENCODERS = ("minilm", "base-hidden")
 
 
-def make_encoder(name: str = "minilm", *, base_model: Any = None, tokenizer: Any = None, layer: int = -1) -> SkillEncoder:
-    """The encoder called `name`; "base-hidden" needs the base model and its tokenizer."""
+def make_encoder(name: str = "minilm", *, base_model: Any = None, tokenizer: Any = None, layer: int = -1,
+                 window: int | None = None) -> SkillEncoder:
+    """The encoder called `name`; "base-hidden" needs the base model and its tokenizer. window:
+    tokens per chunk vector (default: the encoder's own); short windows keep a skill's lines
+    apart, so the hypernetwork's attention can pick out the one that holds the edit."""
     if name == "minilm":
-        return _shared_minilm()
+        return _shared_minilm(window or 256)
     if name == "base-hidden":
         if base_model is None or tokenizer is None:
             raise ValueError("the base-hidden encoder needs the base model and its tokenizer")
-        return BaseHiddenEncoder(base_model, tokenizer, layer=layer)
+        return BaseHiddenEncoder(base_model, tokenizer, layer=layer, window=window or 512)
     raise ValueError(f"unknown encoder {name!r}; choose one of {', '.join(ENCODERS)}")
 
 
-_MINILM: MiniLMEncoder | None = None
+_MINILM: dict[int, MiniLMEncoder] = {}
 
 
-def _shared_minilm() -> MiniLMEncoder:
-    # Loading MiniLM costs about a second; every compiler and trainer in a process shares one.
-    global _MINILM
-    if _MINILM is None:
-        _MINILM = MiniLMEncoder()
-    return _MINILM
+def _shared_minilm(window: int) -> MiniLMEncoder:
+    # Loading MiniLM costs about a second; every compiler and trainer in a process shares one per window.
+    if window not in _MINILM:
+        first = next(iter(_MINILM.values()), None)
+        _MINILM[window] = MiniLMEncoder(window=window) if first is None else first.with_window(window)
+    return _MINILM[window]

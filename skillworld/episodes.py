@@ -27,16 +27,19 @@ class Episode:
     task: WorldTask
     steps: list[Step]
     success: bool
+    mistake: str | None = None  # the wrong step the expert made and recovered from (expert.MISTAKES)
 
 
 def run_episodes(tasks: Iterable[WorldTask], backend: str = "auto", image: str | None = None,
-                 verify: bool = False, workers: int = 2) -> list[Episode]:
+                 verify: bool = False, workers: int = 2, mistake: str | None = None) -> list[Episode]:
     """backend: "docker" (inside one sandbox-image container), "local", or "auto".
     verify: run the task's test command after the expert's steps instead of reading the
-    verdict from the expert's own final test run."""
+    verdict from the expert's own final test run. mistake: the wrong step every episode makes
+    and recovers from (expert.plan)."""
     tasks = list(tasks)
-    jobs = [{"files": wt.files, "commands": [c for _, c in plan(wt)[:-1]], "test": TEST_COMMAND, "verify": verify}
-            for wt in tasks]
+    plans = [plan(wt, mistake=mistake) for wt in tasks]
+    jobs = [{"files": wt.files, "commands": [c for _, c in steps[:-1]], "test": TEST_COMMAND, "verify": verify}
+            for wt, steps in zip(tasks, plans)]
     if backend == "auto":
         backend = "docker" if _image_ready(image) else "local"
     with tempfile.TemporaryDirectory(prefix="skillworld-episodes-") as tmp:
@@ -48,9 +51,9 @@ def run_episodes(tasks: Iterable[WorldTask], backend: str = "auto", image: str |
             subprocess.run([sys.executable, str(RUNNER), str(inbox), str(outbox), str(workers)], check=True)
         results = json.loads(outbox.read_text())
     episodes = []
-    for wt, result in zip(tasks, results):
-        steps = [Step(t, c, o, rc) for (t, c), (o, rc) in zip(plan(wt), result["outputs"] + [["", 0]])]
-        episodes.append(Episode(wt, steps, result["test_returncode"] == 0))
+    for wt, steps, result in zip(tasks, plans, results):
+        done = [Step(t, c, o, rc) for (t, c), (o, rc) in zip(steps, result["outputs"] + [["", 0]])]
+        episodes.append(Episode(wt, done, result["test_returncode"] == 0, mistake))
     return episodes
 
 

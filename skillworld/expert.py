@@ -11,6 +11,7 @@ the agent's Model protocol so that `run_task` can check it in the real sandbox.
 """
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,27 +25,74 @@ RUN_TESTS = "COLUMNS=150 python3 -m pytest -q --tb=no -rf | tail -n 2"
 RERUN_TESTS = "python3 -m pytest -q --tb=no | tail -n 1"
 
 
-def find_command(wt: WorldTask) -> str:
+def find_command(wt: WorldTask, name: str | None = None) -> str:
     """Shows the named code with line numbers; for a function, the lines around it as well,
-    because a misspelt or misused helper is defined just above."""
-    if wt.planted.lookup.startswith("def "):
-        return f'grep -rn -B 3 -A 5 "{wt.planted.lookup}" --exclude-dir=tests .'
-    return f'grep -rn "{wt.planted.lookup}" --exclude-dir=tests .'
+    because a misspelt or misused helper is defined just above. name: search for this name
+    instead of the one the failing test gives (a mistake the expert recovers from)."""
+    lookup = wt.planted.lookup if name is None else wt.planted.lookup.replace(wt.planted.name, name)
+    if lookup.startswith("def "):
+        return f'grep -rn -B 3 -A 5 "{lookup}" --exclude-dir=tests .'
+    return f'grep -rn "{lookup}" --exclude-dir=tests .'
 
 
-def plan(wt: WorldTask, skill_in_context: bool = False) -> list[tuple[str, str]]:
+MISTAKES = ("grep-miss", "edit-miss")
+# The turn a mistake replaces: it is shown to the policy in training but never trained on, so the
+# policy learns the recovery that follows a wrong step, not the wrong step itself.
+MISTAKE_TURN = {"grep-miss": 1, "edit-miss": 2}
+
+
+def plan(wt: WorldTask, skill_in_context: bool = False, mistake: str | None = None) -> list[tuple[str, str]]:
     """The expert's (thought, command) steps for one task. With the family's skill in context
     the edit's thought defers to the skill whatever the family: a skill in view then always
-    means "make its edit", for the families the policy knows as much as for those it does not."""
+    means "make its edit", for the families the policy knows as much as for those it does not.
+
+    mistake: one wrong step, then the recovery. "grep-miss" searches for a misspelt name (nothing
+    is found, so the search is repeated with the test's name); "edit-miss" makes the edit with a
+    misspelt old text (sed changes nothing, the tests still fail, so the edit is made again)."""
     p = wt.planted
     why = skill_why(p.name, "function" if p.lookup.startswith("def ") else "constant") if skill_in_context else p.why
-    return [
-        ("Run the tests to see what fails.", RUN_TESTS),
-        (f"The failing test is test_{p.name}; find {p.name}.", find_command(wt)),
-        (_sentence(why), f"sed -i '{p.sed_script()}' ./{wt.path}"),
-        ("Run the tests again to check the fix.", RERUN_TESTS),
-        ("All tests pass; submit.", SUBMIT_COMMAND),
-    ]
+    edit = (_sentence(why), f"sed -i '{p.sed_script()}' ./{wt.path}")
+    find = (f"The failing test is test_{p.name}; find {p.name}.", find_command(wt))
+    rerun = ("Run the tests again to check the fix.", RERUN_TESTS)
+    steps = [("Run the tests to see what fails.", RUN_TESTS), find, edit, rerun, ("All tests pass; submit.", SUBMIT_COMMAND)]
+    if mistake is None:
+        return steps
+    if mistake == "grep-miss":
+        wrong = (find[0], find_command(wt, _misspelt(p.name, wt)))
+        again = (f"Nothing matched; search for {p.name} exactly as the test names it.", find[1])
+        return [steps[0], wrong, again, *steps[2:]]
+    if mistake == "edit-miss":
+        old = misspelt_old(wt)
+        if old is None:
+            raise ValueError(f"{wt.id}: no edit-miss for this task (see misspelt_old)")
+        wrong = (edit[0], edit[1].replace(f"s/{p.old}/", f"s/{old}/", 1))
+        again = (f"The tests still fail: that edit matched nothing. {edit[0]}", edit[1])
+        return [*steps[:2], wrong, ("Run the tests again.", RERUN_TESTS), again, rerun, steps[-1]]
+    raise ValueError(f"unknown mistake {mistake!r}; choose one of {', '.join(MISTAKES)}")
+
+
+def _misspelt(text: str, wt: WorldTask, avoid: str = "") -> str:
+    """text with one letter dropped, chosen by the task's seed, such that it occurs nowhere in the repository."""
+    rng = random.Random(f"misspelt:{wt.id}:{text}")
+    spots = [i for i, ch in enumerate(text) if ch.isalnum()]
+    rng.shuffle(spots)
+    corpus = avoid or "\n".join(wt.files.values())
+    for i in spots:
+        typo = text[:i] + text[i + 1:]
+        if typo.strip() and typo not in corpus:
+            return typo
+    return ""
+
+
+def misspelt_old(wt: WorldTask) -> str | None:
+    """The edit's old text with one letter dropped so that sed matches nothing, or None when the
+    fix inserts a line or its old text has no letter whose loss leaves a pattern absent from the file."""
+    p = wt.planted
+    if p.insert_import:
+        return None
+    bare = p.old.rstrip("$")
+    typo = _misspelt(bare, wt, avoid=wt.files[wt.path])
+    return typo + p.old[len(bare):] if typo else None
 
 
 def _sentence(text: str) -> str:
@@ -59,13 +107,18 @@ class Step:
     returncode: int = 0
 
 
-def messages(steps: Sequence[Step], skills: Sequence[tuple[str, str]] = ()) -> list[dict]:
+def messages(steps: Sequence[Step], skills: Sequence[tuple[str, str]] = (), mistake: str | None = None) -> list[dict]:
     """The chat exactly as the agent loop shows it to a model: system, task (with any skills in
-    context), then each reply and the observation of its command; the submit ends it."""
+    context), then each reply and the observation of its command; the submit ends it.
+    mistake: the episode's wrong step (expert.plan), whose reply is marked `"train": False`."""
     out = [{"role": "system", "content": system_prompt()},
            {"role": "user", "content": instance_prompt(INSTRUCTION, skills)}]
-    for step in steps:
-        out.append({"role": "assistant", "content": assistant_reply(step.thought, step.command)})
+    wrong = MISTAKE_TURN[mistake] if mistake else None
+    for turn, step in enumerate(steps):
+        reply = {"role": "assistant", "content": assistant_reply(step.thought, step.command)}
+        if turn == wrong:
+            reply["train"] = False
+        out.append(reply)
         if step.command != SUBMIT_COMMAND:
             out.append({"role": "user", "content": observation(step.output, step.returncode)})
     return out

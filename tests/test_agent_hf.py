@@ -210,3 +210,26 @@ def test_models_loaded_by_threads_at_once_all_hold_real_weights(tiny, tmp_path):
     for model in models:
         weights = model._base.state_dict()
         assert all(torch.equal(weights[k], reference[k]) for k in reference)
+
+
+def test_the_next_turn_reuses_the_cached_prefix_and_answers_as_without_it(tiny, lora):
+    """An agent's next prompt extends the last one: only the new tokens are run, and the reply is
+    the one a cold model gives; an adapter change drops the cache."""
+    warm = make_model(f"hf:{tiny}", max_new_tokens=6)
+    cold = make_model(f"hf:{tiny}", max_new_tokens=6)
+    chat = [{"role": "system", "content": prompts.system_prompt()},
+            {"role": "user", "content": prompts.instance_prompt("Fix the failing test in slugify.py")}]
+    for turn in range(3):
+        reply = warm.query(chat)
+        cold._cache = None
+        assert reply.content == cold.query(chat).content
+        if turn:
+            assert reply.usage["cached_tokens"] > 0.5 * reply.usage["prompt_tokens"], reply.usage
+        chat += [{"role": "assistant", "content": reply.content},
+                 {"role": "user", "content": prompts.observation("4 passed", 0)}]
+    warm.load_adapter(lora)  # states computed with other weights must not be reused
+    reply = warm.query(chat)
+    assert reply.usage["cached_tokens"] == 0
+    cold.load_adapter(lora)
+    cold._cache = None
+    assert reply.content == cold.query(chat).content

@@ -45,3 +45,30 @@ def test_expert_through_the_agent_loop_matches_bulk_episodes(family):
     bulk = run_episodes([wt], backend="docker")[0]
     expected = messages(bulk.steps)
     assert [_same_but_timings(m["content"]) for m in result.messages] == [_same_but_timings(m["content"]) for m in expected]
+
+
+@pytest.mark.parametrize("mistake,family", [("grep-miss", "missing_import"), ("grep-miss", "wrong_constant"),
+                                            ("edit-miss", "misspelt_call"), ("edit-miss", "drill_word")])
+def test_an_episode_with_a_wrong_step_recovers_and_the_wrong_step_is_never_trained(mistake, family):
+    from skillworld.dataset import episode_record, record_steps
+    from skillworld.episodes import run_episodes
+    from skillworld.expert import MISTAKE_TURN
+    from skillworld.policy.data import conversations
+
+    wt = generate(family, 7)
+    [episode] = run_episodes([wt], backend="local", mistake=mistake)
+    assert episode.success, [(s.command, s.output) for s in episode.steps]
+    wrong = episode.steps[MISTAKE_TURN[mistake]]
+    if mistake == "grep-miss":
+        assert wrong.returncode == 1 and wrong.output == ""  # the misspelt name is nowhere
+    else:
+        assert "1 failed" in episode.steps[MISTAKE_TURN[mistake] + 1].output  # sed changed nothing
+    assert [s.command for s in episode.steps].count(plan(wt)[2][1]) == 1  # the right edit, once, after the wrong one
+    record = episode_record(episode)
+    assert record["id"].endswith(f"+{mistake}") and record["mistake"] == mistake
+    for conversation in conversations([record], seed=0):
+        replies = [m for m in conversation if m["role"] == "assistant"]
+        assert [m.get("train", True) for m in replies].count(False) == 1
+        assert replies[MISTAKE_TURN[mistake]].get("train") is False
+    assert len(record_steps(record, skill_in_context=True)) == len(episode.steps)
+

@@ -199,3 +199,28 @@ def test_a_merge_ready_expert_replays_other_families_at_drawn_scales(trained, tm
     with pytest.raises(ValueError, match="min_scale"):
         lora_expert.train_lora_expert(folder, unseen, tmp_path / "bad", rank=4, steps=1, min_scale=0.0,
                                       show_progress=False)
+
+
+def test_a_lora_policy_on_a_chat_base_learns_the_replies_and_loads_as_an_adapter(trained, tmp_path):
+    """The default model's recipe in small: behaviour cloning into a LoRA on every linear layer of
+    a frozen base, rendered with the base's chat template, saved in the project's PEFT format."""
+    from agent.models.factory import make_model
+    from hypernet.peft_io import load_adapter
+    from skillworld.policy.data import conversations
+    from skillworld.policy.lora_policy import ALL_LINEAR, LoraPolicyConfig, encode, train_lora_policy
+
+    folder, _, records = trained
+    convs = conversations(records, seed=0, skill_share=0.5)[:2]
+    config = LoraPolicyConfig(rank=8, steps=80, batch_size=2, lr=1e-2, warmup=2, bf16=False)
+    report = train_lora_policy(folder, convs, tmp_path / "policy", config, base_name="micro", metadata={"recipe": "r1"},
+                               show_progress=False)
+    # the micro base is weak and the adapter small: it learns the two conversations slowly, but it learns
+    assert report["final_loss"] < 0.9 * sum(report["losses"][:3]) / 3, report["losses"]
+    assert report["tokens"] == sum(len(encode(make_model(f"hf:{folder}").tokenizer, c, config.max_tokens)[0]) for c in convs)
+    delta, info = load_adapter(tmp_path / "policy", base=str(folder))
+    assert {p.rsplit(".", 1)[-1] for p in delta} == set(ALL_LINEAR) and info.metadata["recipe"] == "r1"
+    model = make_model(f"hf:{folder}", max_new_tokens=8)
+    chat = convs[0][:2]
+    before = model.query(chat).content
+    model.load_adapter(tmp_path / "policy")
+    assert model.query(chat).content != before

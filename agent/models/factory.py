@@ -1,5 +1,6 @@
-"""One string names a model: `hf:<folder>`, `replay:<file.json>`, a folder name under the models
-directory (the bundled tiny policy is found this way), or else a litellm model string."""
+"""One string names a model: `hf:<folder>`, `replay:<file.json>`, a bundled pretrained base by its
+short name (converted on first use, see bases.py), a folder name under the models directory (the
+default SkillWorld model is found this way), or else a litellm model string."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,6 +22,14 @@ def make_model(spec: str, *, models_dir: Path | None = None, **kwargs: Any) -> M
         from agent.models.replay_model import ReplayModel
 
         return ReplayModel.from_file(spec[len("replay:"):])
+    from agent.models.bases import BASES, ensure_base
+
+    if spec in BASES:
+        if models_dir is None:
+            raise ModelError(f"{spec} is converted into a models folder on first use; none was given")
+        from agent.models.hf_model import HFModel
+
+        return HFModel(ensure_base(spec, Path(models_dir)), **kwargs)
     if models_dir is not None and "/" not in spec and (Path(models_dir) / spec / "config.json").is_file():
         from agent.models.hf_model import HFModel
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from agent.models.base import ModelError, ModelReply
 
 # transformers' loading contexts (meta-device init, default dtype) are process-global, so two
-# threads loading at once can leave one model on the meta device: one load at a time.
+# threads loading at once can leave one model on the meta device, and its lazy imports are not
+# safe to race either: one load (and first import) at a time.
 _LOADING = threading.Lock()
 # Used when a tokenizer has no chat template: short role tags the bundled tiny policy is trained on.
 PLAIN_ROLE_TAGS = {"system": "<|system|>", "user": "<|user|>", "assistant": "<|assistant|>", "tool": "<|tool|>"}
@@ -31,6 +32,11 @@ class HFModel:
 
     max_context: tokens the prompt plus reply may use (default: the model's position limit).
     Older turns are dropped first; the system prompt and the task message always stay.
+
+    The key/value cache of the last call is kept: an agent's next prompt is the last one plus
+    the reply and an observation, so only those new tokens are run through the model (the
+    longest common prefix of token ids decides what is reused). Loading or unloading an
+    adapter drops it, since the cached states were computed with other weights.
     """
 
     def __init__(
@@ -43,9 +49,9 @@ class HFModel:
         temperature: float = 0.0,
         dtype: str | None = None,
         seed: int = 0,
+        reuse_cache: bool = True,
     ):
         import torch
-        from transformers import AutoTokenizer
 
         self.path = Path(path).expanduser()
         if not (self.path / "config.json").is_file():
@@ -57,22 +63,28 @@ class HFModel:
         self.seed = seed
         self.dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+            with _LOADING:
+                from transformers import AutoTokenizer
+
+                self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         except (OSError, ValueError) as exc:
             raise ModelError(f"{self.name}: cannot load tokenizer: {exc}") from exc
         self._base = self._load_base()
         self._model = self._base
         self.adapter_dir: Path | None = None
+        self.reuse_cache = reuse_cache
+        self._cache = None  # (token ids the cache holds, the cache)
+        self._lock = threading.Lock()
         limit = getattr(self._base.config, "max_position_embeddings", None) or 2048
         self.max_context = min(max_context or limit, limit)
         if self.max_new_tokens >= self.max_context:
             raise ModelError(f"{self.name}: max_new_tokens {max_new_tokens} leaves no room in a {self.max_context}-token context")
 
     def _load_base(self):
-        from transformers import AutoModelForCausalLM
-
         try:
             with _LOADING:
+                from transformers import AutoModelForCausalLM
+
                 model = AutoModelForCausalLM.from_pretrained(self.path, dtype=self.dtype).to(self.device)
         except (OSError, ValueError) as exc:
             raise ModelError(f"{self.name}: cannot load model: {exc}") from exc
@@ -90,6 +102,7 @@ class HFModel:
         if not (adapter_dir / "adapter_config.json").is_file():
             raise ModelError(f"{adapter_dir}: not a PEFT adapter folder (no adapter_config.json)")
         self.unload_adapter()
+        self._cache = None
         try:
             check_base(adapter_dir, self._base)
         except BaseMismatchError as exc:
@@ -114,6 +127,7 @@ class HFModel:
         self._base = self._model.unload()
         self._model = self._base
         self.adapter_dir = None
+        self._cache = None
 
     # -- generation -----------------------------------------------------------------------
 
@@ -144,6 +158,26 @@ class HFModel:
         # Templates already carry their special tokens; adding more would double the BOS.
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
+    def _reusable(self, ids: list[int]):
+        """(cache cut to the longest prefix it shares with ids, its length), or (None, 0)."""
+        if self._cache is None:
+            return None, 0
+        held, cache = self._cache
+        self._cache = None
+        same = 0
+        for a, b in zip(held, ids[:-1]):  # at least the last prompt token is always run
+            if a != b:
+                break
+            same += 1
+        if same == 0:
+            return None, 0
+        try:
+            if same < cache.get_seq_length():
+                cache.crop(same - cache.get_seq_length())  # a negative count removes that many tokens
+        except (RuntimeError, ValueError):  # a sliding-window layer that cannot roll back
+            return None, 0
+        return cache, same
+
     def query(self, messages: list[dict]) -> ModelReply:
         import torch
 
@@ -155,7 +189,8 @@ class HFModel:
         if sampling:
             torch.manual_seed(self.seed)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
-        with torch.no_grad():
+        with self._lock, torch.no_grad():
+            cache, reused = self._reusable(ids)
             out = self._model.generate(
                 input_ids=input_ids,
                 attention_mask=torch.ones_like(input_ids),
@@ -165,10 +200,17 @@ class HFModel:
                 top_p=None,
                 top_k=None,
                 pad_token_id=pad,
+                return_dict_in_generate=True,
+                **({"cache": cache} if cache is not None else {}),
             )
-        new = out[0, input_ids.shape[1]:].tolist()
+            sequence = out.sequences[0].tolist()
+            kept = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+            if kept is not None and self.reuse_cache:
+                self._cache = (sequence[:kept.get_seq_length()], kept)
+        new = sequence[len(ids):]
         text = self.tokenizer.decode(new, skip_special_tokens=True)
-        usage = {"prompt_tokens": len(ids), "completion_tokens": len(new), "dropped_messages": dropped}
+        usage = {"prompt_tokens": len(ids), "completion_tokens": len(new), "dropped_messages": dropped,
+                 "cached_tokens": reused}
         if self.adapter_dir is not None:
             usage["adapter"] = str(self.adapter_dir)
         return ModelReply(content=text, usage=usage)

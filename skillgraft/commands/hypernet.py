@@ -50,8 +50,9 @@ def _json_files(paths: list[Path]) -> list[Path]:
 
 @app.command()
 def train(
-    stage: int = typer.Option(..., "--stage", min=1, max=2, help="1: skill reconstruction on skill texts; 2: skill exploitation on trajectories."),
-    base: str = typer.Option(..., "--base", help="Folder of the frozen base model (transformers format; `hf:` prefix allowed)."),
+    stage: Optional[int] = typer.Option(None, "--stage", min=1, max=2, help="1: skill reconstruction on skill texts; 2: skill exploitation on trajectories."),
+    base: Optional[str] = typer.Option(None, "--base", help="Folder of the frozen base model (transformers format; `hf:` prefix allowed)."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", help="Train a bundled recipe end to end instead: `skillworld` rebuilds the default model's hypernetwork (both stages, fixed seed) into HOME/models/skillworld-hypernet, or --out."),
     skills: list[Path] = typer.Option([], "--skills", help="SKILL.md files or folders holding them (stage 1)."),
     trajectories: list[Path] = typer.Option([], "--trajectories", help="Trajectory JSON files or folders (stage 2); skill text is read from info.skills[i].text."),
     out: Optional[Path] = typer.Option(None, "--out", help="Checkpoint folder (default: <home>/models/hypernet). Training resumes from it."),
@@ -75,6 +76,10 @@ def train(
     from hypernet.hypernetwork import HypernetConfig
     from hypernet.train import TrainConfig, train_stage1, train_stage2
 
+    if recipe is not None:
+        return _train_recipe(recipe, out, home, store)
+    if stage is None or base is None:
+        raise fail("give --stage and --base (or --recipe skillworld for the default model's hypernetwork)", code=2)
     model_dir = Path(_model_dir(base))
     if not (model_dir / "config.json").is_file():
         raise fail(f"{model_dir} is not a model folder (no config.json)", code=2)
@@ -113,6 +118,17 @@ def train(
             table.add_column(cond, justify="right")
         table.add_row(*(f"{v:.3f}" for v in result.evaluation.values()))
         console.print(table)
+
+
+def _train_recipe(recipe: str, out: Optional[Path], home: Optional[str], store: Optional[str]) -> None:
+    if recipe != "skillworld":
+        raise fail(f"unknown recipe {recipe!r}; the bundled one is skillworld", code=2)
+    from skillworld.default_model import train_hypernet
+
+    done = train_hypernet(settings_from(home, store).models, out)
+    meta = json.loads((done / "hypernet.json").read_text())
+    console.print(f"hypernetwork at {done}; held-out stage-2 loss: "
+                  + ", ".join(f"{k} {v:.3f}" for k, v in meta.get("training", {}).get("heldout_eval", {}).items()))
 
 
 @app.command()

@@ -69,9 +69,11 @@ def _compile(store, model, model_spec, versions, settings, hypernet):
 
     from skillgraft.model_defaults import hypernet_for
 
+    from agent.models.base import ModelError
+
     try:
         checkpoint = hypernet_for(settings, model_spec, hypernet)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ModelError) as exc:  # a missing checkpoint, or a stale shipped one
         raise SkillSelectionError(str(exc)) from exc
     if checkpoint is None:
         raise SkillSelectionError(

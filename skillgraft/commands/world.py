@@ -99,45 +99,22 @@ def expert(families: Optional[list[str]] = FamiliesOption,
 
 @app.command("train-policy")
 def train_policy_cmd(home: Optional[str] = HomeOption, store: Optional[str] = StoreOption,
-                     out: Optional[Path] = typer.Option(None, help="Model folder (default: the home's models/skillworld-tiny)."),
-                     steps: Optional[int] = typer.Option(None, min=1, help="Training steps (default: the recipe's)."),
-                     size: Optional[str] = typer.Option(None, help="micro, tiny (default) or small."),
-                     seed: int = typer.Option(0, help="Seed of the whole recipe."),
-                     continue_from: Optional[Path] = typer.Option(None, "--continue-from", help="Carry on training this policy folder (its tokenizer and weights); needs --out."),
-                     force: bool = typer.Option(False, help="Retrain even if the model exists.")):
-    """Train the tiny policy by behaviour cloning of the expert (cached; --force retrains)."""
-    import shutil
-    from dataclasses import replace
-
-    from skillworld.default_model import POLICY_NAME, RECIPE, ensure_policy, training_episodes
-    from skillworld.policy.train import train_policy
+                     out: Optional[Path] = typer.Option(None, help="Adapter folder to write (default: HOME/models/skillworld-policy, which the default model then uses instead of the shipped adapter).")):
+    """Rebuild the default model's policy adapter from nothing: the expert's episodes, then behaviour
+    cloning into a LoRA on SmolLM2-135M-Instruct (fixed seed; about an hour on two cores)."""
+    from skillworld.default_model import train_policy
 
     settings = settings_from(home, store)
-    config = replace(RECIPE, seed=seed, **{k: v for k, v in {"steps": steps, "size": size}.items() if v is not None})
-    if continue_from is not None:
-        if out is None:
-            raise fail("--continue-from needs --out: the policy it starts from is not overwritten", 2)
-        if not (continue_from / "config.json").is_file():
-            raise fail(f"--continue-from {continue_from}: no transformers model there", 2)
-        config = replace(config, init_from=str(continue_from))
-    if out is None:
-        target = settings.models / POLICY_NAME
-        if force:
-            shutil.rmtree(target, ignore_errors=True)
-        path = ensure_policy(settings.models, config=config)
-    else:
-        records = training_episodes(settings.models)
-        train_policy(records, out, config)
-        path = out
-    report = json.loads((path / "training.json").read_text())
-    console.print(f"policy at {path}: {report['parameters']:,} parameters, loss {report['first_loss']:.3f} → "
-                  f"{report['final_loss']:.3f} in {report['seconds']:.0f} s")
+    report = train_policy(settings.models, out)
+    where = out or settings.models / "skillworld-policy"
+    console.print(f"policy adapter at {where}: {report['conversations']} conversations, {report['tokens']:,} tokens, "
+                  f"loss {report['first_loss']:.3f} → {report['final_loss']:.3f} in {report['seconds']:.0f} s")
 
 
 @app.command("train-expert")
 def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the adapter into."),
                      families: Optional[list[str]] = FamiliesOption,
-                     policy: Optional[Path] = typer.Option(None, help="Policy folder (default: the bundled skillworld-tiny)."),
+                     policy: Optional[Path] = typer.Option(None, help="Policy model folder (default: the bundled skillworld model)."),
                      episodes: int = typer.Option(40, min=1, help="Expert episodes per family (training seeds)."),
                      steps: int = typer.Option(150, min=1, help="Training steps."),
                      rank: int = typer.Option(8, min=1, help="LoRA rank."),
@@ -181,7 +158,7 @@ def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the a
 
 
 @app.command("eval")
-def eval_cmd(model: str = typer.Option("skillworld-tiny", help="expert, skillworld-tiny, or hf:<folder>."),
+def eval_cmd(model: str = typer.Option("skillworld", help="expert, skillworld (the default model), a bundled base such as smollm2-135m, or hf:<folder>."),
              condition: list[str] = typer.Option(["none"], help="none, context, parametric or both; repeatable."),
              families: Optional[list[str]] = FamiliesOption,
              episodes: int = typer.Option(10, min=1, help="Held-out episodes per family and condition."),
@@ -201,7 +178,7 @@ def eval_cmd(model: str = typer.Option("skillworld-tiny", help="expert, skillwor
     adapters = None
     if any(c in ("parametric", "both") for c in condition):
         if policy is None:
-            raise fail("parametric conditions need a local policy (skillworld-tiny or hf:<folder>)", 2)
+            raise fail("parametric conditions need a local policy (skillworld or hf:<folder>)", 2)
         if hypernet is None:
             from skillworld.default_model import ensure_hypernet
 
@@ -238,10 +215,15 @@ def _model_factory(name: str, models_dir: Path):
         return ExpertModel, None
     from agent.models.factory import make_model
 
-    if name == "skillworld-tiny":
+    if name == "skillworld":
         from skillworld.default_model import ensure_policy
 
         folder = ensure_policy(models_dir)
+        return (lambda: make_model(f"hf:{folder}")), folder
+    from agent.models.bases import BASES, ensure_base
+
+    if name in BASES:
+        folder = ensure_base(name, models_dir)
         return (lambda: make_model(f"hf:{folder}")), folder
     folder = Path(name[3:]) if name.startswith("hf:") else None
     return (lambda: make_model(name, models_dir=models_dir)), folder

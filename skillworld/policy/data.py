@@ -17,15 +17,20 @@ from skillworld.families.drills import BY_FAMILY
 
 
 def conversations(records: Iterable[dict], seed: int = 0, with_skill: bool = True,
-                  without_skill: bool = True) -> list[list[dict]]:
+                  without_skill: bool = True, skill_share: float = 1.0) -> list[list[dict]]:
+    """Each record without a skill, and with one of its family's skills for a share
+    `skill_share` of the records (chosen by the seed); a drill's only with its skill."""
     rng = random.Random(seed)
     out = []
     for record in records:
-        if without_skill and record["family"] not in BY_FAMILY:
-            out.append(messages(record_steps(record)))
-        if with_skill:
+        mistake = record.get("mistake")
+        drill = record["family"] in BY_FAMILY
+        if without_skill and not drill:
+            out.append(messages(record_steps(record), mistake=mistake))
+        shown = rng.random() < skill_share  # drawn for every record, so the choice is stable
+        if with_skill and (drill or shown):
             skill = library.pick(record["family"], rng, record["seed"])
-            out.append(messages(record_steps(record, skill_in_context=True), [(skill.name, skill.body)]))
+            out.append(messages(record_steps(record, skill_in_context=True), [(skill.name, skill.body)], mistake))
     return out
 
 

@@ -37,9 +37,11 @@ class Schedule:
 
 
 def fit(model, examples: list[Example], pad_id: int, schedule: Schedule, *, label: str = "training",
-        show_progress: bool = True, before_step: Callable[[int], None] | None = None) -> list[float]:
+        show_progress: bool = True, before_step: Callable[[int], None] | None = None, bf16: bool = False) -> list[float]:
     """Trains the model's trainable parameters in place; returns the loss of every step.
-    before_step(step), when given, runs before each step's forward pass."""
+    before_step(step), when given, runs before each step's forward pass. bf16: the forward and
+    backward passes in bfloat16 autocast (the weights and the optimiser stay float32), about
+    twice as fast on a CPU with bfloat16 instructions."""
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     decay = [p for _, p in params if p.dim() >= 2]
     no_decay = [p for _, p in params if p.dim() < 2]
@@ -57,10 +59,11 @@ def fit(model, examples: list[Example], pad_id: int, schedule: Schedule, *, labe
             ids, labels, attn = collate([examples[i] for i in batch], pad_id)
             if before_step:
                 before_step(step)
-            if schedule.context_weight:
-                loss, total = _with_context_loss(model, ids, labels, attn, schedule.context_weight)
-            else:
-                loss = total = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+            with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=bf16):
+                if schedule.context_weight:
+                    loss, total = _with_context_loss(model, ids, labels, attn, schedule.context_weight)
+                else:
+                    loss = total = model(input_ids=ids, attention_mask=attn, labels=labels).loss
             optim.zero_grad(set_to_none=True)
             total.backward()
             torch.nn.utils.clip_grad_norm_([p for _, p in params], 1.0)

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import torch
 
-from hypernet.lora import LowRank
 from hypernet.peft_io import model_fingerprint, save_adapter
 from skillworld.policy.data import conversations
 from skillworld.policy.fit import Schedule, fit
-from skillworld.policy.tokenizer import encode_conversation
+from skillworld.policy.lora_policy import encode, lora_delta, lora_modules
 
 TARGETS = ("q_proj", "v_proj")
 
@@ -44,9 +43,8 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
     base = AutoModelForCausalLM.from_pretrained(policy_dir)
     fingerprint = model_fingerprint(base)
     model = get_peft_model(base, LoraConfig(r=rank, lora_alpha=rank, lora_dropout=0.0, target_modules=list(TARGETS)))
-    examples = [encode_conversation(tokenizer, c)
-                for c in conversations([*records, *replay], seed=seed, with_skill=False)]
-    lora = [module for _, module in _lora_modules(model)]
+    examples = [encode(tokenizer, c, 2048) for c in conversations([*records, *replay], seed=seed, with_skill=False)]
+    lora = [module for _, module in lora_modules(model)]
     full = {id(m): m.scaling["default"] for m in lora}
     draw = random.Random(seed)
 
@@ -55,11 +53,12 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
         for m in lora:
             m.scaling["default"] = full[id(m)] * s
 
-    losses = fit(model, examples, tokenizer.pad_token_id, Schedule(steps, batch_size, lr, 10, 0.0, seed),
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    losses = fit(model, examples, pad, Schedule(steps, batch_size, lr, 10, 0.0, seed),
                  label="training expert", show_progress=show_progress, before_step=rescale if min_scale < 1 else None)
     for m in lora:
         m.scaling["default"] = full[id(m)]
-    delta = _delta(model)
+    delta = lora_delta(model)
     families = sorted({r["family"] for r in records})
     save_adapter(delta, out_dir, base_model_name=str(policy_dir), fingerprint=fingerprint, target_modules=list(TARGETS),
                  metadata={"expert": families, "steps": steps, "episodes": len(records), "replay": len(replay),
@@ -69,21 +68,3 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
               "first_loss": losses[0], "final_loss": sum(losses[-10:]) / len(losses[-10:])}
     (Path(out_dir) / "expert.json").write_text(json.dumps(report, indent=1))
     return report
-
-
-def _delta(peft_model) -> dict[str, LowRank]:
-    """ΔW = scaling · B @ A of every wrapped module, keyed by its path in the bare model."""
-    out = {}
-    for name, module in _lora_modules(peft_model):
-        path = name.removeprefix("base_model.model.")
-        out[path] = LowRank(B=module.lora_B["default"].weight.detach().clone() * module.scaling["default"],
-                            A=module.lora_A["default"].weight.detach().clone())
-    if not out:
-        raise RuntimeError("the PEFT model has no LoRA modules")
-    return out
-
-
-def _lora_modules(peft_model) -> list[tuple[str, torch.nn.Module]]:
-    """(name, module) of every module the PEFT model wraps with its default LoRA."""
-    return [(name, module) for name, module in peft_model.named_modules()
-            if hasattr(module, "lora_A") and "default" in module.lora_A]

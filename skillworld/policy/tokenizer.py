@@ -51,7 +51,7 @@ def encode_conversation(tokenizer: PreTrainedTokenizerFast, messages: list[dict]
     for message in messages:
         role = tokenizer.convert_tokens_to_ids(ROLE_TOKENS[message["role"]])
         content = tokenizer.encode(message["content"], add_special_tokens=False)
-        trained = 1 if message["role"] == "assistant" else 0
+        trained = 1 if message["role"] == "assistant" and message.get("train", True) else 0
         ids += [role] + content + [end]
         mask += [0] + [trained] * (len(content) + 1)
     return ids, mask

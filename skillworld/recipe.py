@@ -1,0 +1,113 @@
+"""What the default model and its hypernetwork are trained on, and a digest of it.
+
+The digest is computed from content, not kept by hand: the world's generated tasks and the
+expert's steps on a sample of seeds of every family, every skill text, the strings the agent
+shows a model, and the training configurations. A shipped artifact records the digest it was
+trained under; when the code changes what training would see, the digests part and the
+artifact is refused with the command that rebuilds it, never used silently.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+
+from skillworld.policy.lora_policy import LoraPolicyConfig
+
+BASE = "smollm2-135m"
+
+
+@dataclass(frozen=True)
+class EpisodeSet:
+    label: str
+    group: str  # a family group of skillworld.families.GROUPS, or "fixed-drill" / "literal-drill"
+    per_family: int
+    first_seed: int = 0
+    mistake: str | None = None
+    every: int = 1  # only every n-th family of the group
+
+
+# The mix keeps the families' own fixes (seen episodes without a skill are the largest part),
+# teaches reading a skill (seen episodes with their skill, and drills whose fix only the skill
+# gives), and recovery (episodes with one wrong step, never trained on, and the steps after it).
+EPISODE_SETS = (
+    EpisodeSet("seen", "seen", 40),
+    EpisodeSet("fixed drills", "fixed-drill", 2),
+    EpisodeSet("literal drills", "literal-drill", 30),
+    EpisodeSet("seen, wrong search", "seen", 6, first_seed=100, mistake="grep-miss"),
+    EpisodeSet("seen, edit that misses", "seen", 6, first_seed=200, mistake="edit-miss"),
+    EpisodeSet("literal drills, edit that misses", "literal-drill", 6, first_seed=300, mistake="edit-miss"),
+    EpisodeSet("fixed drills, wrong search", "fixed-drill", 2, first_seed=400, mistake="grep-miss", every=7),
+)
+SKILL_SHARE = 0.35  # of the seen families' episodes, also shown with one of their skills in context
+POLICY = LoraPolicyConfig(rank=16, steps=260, batch_size=4, lr=1e-3, warmup=20, max_tokens=1536, seed=0, bf16=True)
+
+
+@dataclass(frozen=True)
+class HypernetRecipe:
+    """The default hypernetwork: stage 1 on every form of every skill text (shipped, drills',
+    induced, paraphrased), stage 2 on the expert's episodes with a form of their skill compiled."""
+
+    rank: int = 8
+    targets: tuple[str, ...] = ("q_proj", "v_proj")
+    encoder_window: int = 32  # MiniLM tokens per chunk: a skill's edit line gets a vector of its own
+    stage1_steps: int = 120
+    stage2_steps: int = 240
+    batch_size: int = 4
+    lr: float = 1e-3
+    max_len: int = 1024
+    seed: int = 0
+
+
+HYPERNET = HypernetRecipe()
+
+
+def families_of(episode_set: EpisodeSet) -> list[str]:
+    from skillworld.families import DRILL, GROUPS
+    from skillworld.families.drills import LITERAL_FAMILIES
+
+    if episode_set.group == "fixed-drill":
+        names = [f for f in DRILL if f not in LITERAL_FAMILIES]
+    elif episode_set.group == "literal-drill":
+        names = list(LITERAL_FAMILIES)
+    else:
+        names = list(GROUPS[episode_set.group])
+    return names[::episode_set.every]
+
+
+def _digest(*parts: object) -> str:
+    blob = json.dumps(parts, sort_keys=True, default=repr).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def world_digest() -> str:
+    """A digest of everything the expert's episodes show a model, on a sample of each family."""
+    from agent.prompts import assistant_reply, instance_prompt, observation, system_prompt
+    from skillworld import library
+    from skillworld.expert import MISTAKES, misspelt_old, plan
+    from skillworld.families import FAMILIES
+    from skillworld.generate import HELDOUT_START, generate
+
+    tasks = []
+    for family in sorted(FAMILIES):
+        for seed in (0, 1, HELDOUT_START):
+            wt = generate(family, seed)
+            plans = [plan(wt), plan(wt, skill_in_context=True)]
+            plans += [plan(wt, mistake=m) for m in MISTAKES if m != "edit-miss" or misspelt_old(wt) is not None]
+            tasks.append([wt.id, wt.files, wt.path, plans])
+    skills = [[s.name, s.family, s.text] for s in library.every_skill()]
+    prompts = [system_prompt(), instance_prompt("TASK", [("NAME", "BODY")]), observation("OUT", 1, True, 3),
+               assistant_reply("THOUGHT", "COMMAND")]
+    return _digest(tasks, skills, prompts)
+
+
+def policy_digest() -> str:
+    return "policy-" + _digest(world_digest(), BASE, [asdict(s) for s in EPISODE_SETS], SKILL_SHARE, asdict(POLICY))
+
+
+def hypernet_digest(policy_weights: str) -> str:
+    """The hypernetwork's recipe under the policy whose adapter weights have this digest: a new
+    policy makes the hypernetwork stale too, since it was trained against the policy's weights."""
+    return "hypernet-" + _digest(world_digest(), [asdict(s) for s in EPISODE_SETS], asdict(HYPERNET), policy_weights)
