@@ -173,7 +173,7 @@ def test_a_merge_ready_expert_replays_other_families_at_drawn_scales(trained, tm
     unseen = [r for r in records if r["family"] == "wrong_boolean"]
     replay = [r for r in records if r["family"] == "off_by_one"]
     drawn, saved = [], []
-    real_fit, real_delta = lora_expert.fit, lora_expert._delta
+    real_fit, real_delta = lora_expert.fit, lora_expert.lora_delta
 
     def lora_scales(model):
         return {m.scaling["default"] for m in model.modules() if hasattr(m, "lora_A") and "default" in m.lora_A}
@@ -189,7 +189,7 @@ def test_a_merge_ready_expert_replays_other_families_at_drawn_scales(trained, tm
         return real_delta(model)
 
     monkeypatch.setattr(lora_expert, "fit", watching_fit)
-    monkeypatch.setattr(lora_expert, "_delta", watching_delta)
+    monkeypatch.setattr(lora_expert, "lora_delta", watching_delta)
     report = lora_expert.train_lora_expert(folder, unseen, tmp_path / "expert", rank=4, steps=12, replay=replay,
                                            min_scale=0.5, show_progress=False)
     assert report["families"] == ["wrong_boolean"] and report["replay"] == 1 and report["min_scale"] == 0.5
