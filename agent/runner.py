@@ -1,7 +1,10 @@
 """One task, start to verdict: materialize the repo, open a sandbox, set up, run the loop, test.
 
 The verdict is the task's own test command run in the sandbox after the agent stops, whatever
-made it stop: exit 0 is success and reward 1.0, anything else 0.0.
+made it stop: exit 0 is success and reward 1.0, anything else 0.0. The files that define the
+verdict (the task's test_files) are first put back as they were, so editing a test solves
+nothing. A run whose set-up failed never reached the agent: it is an error, never solved, and
+its test command is not run.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from typing import Any
 
 from agent.loop import SANDBOX_ERROR, AgentLoop, Step
 from agent.models.base import AdapterModel, Model, ModelError
-from agent.task import Task
+from agent.task import Task, links_leaving
 from agent.trajectory import TrajectoryWriter
 from sandbox.base import Sandbox, SandboxError, SandboxLimits, open_sandbox
 
@@ -24,7 +27,8 @@ SETUP_FAILED = "SetupFailed"
 # Keys the runner writes into a trajectory's info block; callers' `info` may not shadow them.
 RESERVED_INFO = frozenset(
     {"task", "model", "sandbox", "adapters", "skills", "limits", "started_at", "timings", "cost", "steps",
-     "exit_status", "exit_detail", "patch", "test", "reward", "success", "usage"}
+     "exit_status", "exit_detail", "patch", "test", "reward", "success", "usage", "links_outside_repo",
+     "test_files_restored"}
 )
 
 
@@ -80,6 +84,9 @@ def run_task(
     try:
         with tempfile.TemporaryDirectory(prefix=f"skillgraft-{task.id}-") as tmp:
             repo = task.materialize(Path(tmp) / "repo")
+            outward = links_leaving(repo)
+            if outward:
+                writer.update(links_outside_repo=outward)  # copied as links, not followed
             limits = SandboxLimits(command_timeout=task.limits.command_timeout, network=task.network)
             with open_sandbox(sandbox, repo, limits, image=image) as box:
                 timings["open"] = time.monotonic() - started
@@ -110,13 +117,16 @@ def _run_in(
         status, detail, messages = outcome.exit_status, outcome.detail, outcome.messages
     else:
         status, detail, messages = SETUP_FAILED, setup_failure, []
-    mark = time.monotonic()
-    returncode, test_output = _test(box, task)
-    timings["test"] = time.monotonic() - mark
     try:
         patch = box.diff()
     except SandboxError as exc:
         patch, status, detail = "", SANDBOX_ERROR, str(exc)
+    mark = time.monotonic()
+    if setup_failure is not None:
+        returncode, test_output = None, "not run: the task's set-up failed before the agent could act"
+    else:
+        returncode, test_output = _test(box, task, writer)
+    timings["test"] = time.monotonic() - mark
     success = returncode == 0
     timings["total"] = time.monotonic() - started
     result = RunResult(
@@ -159,8 +169,12 @@ def _setup(box: Sandbox, task: Task) -> str | None:
     return None
 
 
-def _test(box: Sandbox, task: Task) -> tuple[int | None, str]:
+def _test(box: Sandbox, task: Task, writer: TrajectoryWriter) -> tuple[int | None, str]:
     try:
+        if task.test_files:
+            touched = box.restore(task.test_files)
+            if touched:
+                writer.update(test_files_restored=touched)  # the agent changed them; the verdict uses the originals
         res = box.execute(task.test, timeout=task.limits.command_timeout)
     except SandboxError as exc:
         return None, f"test command could not run: {exc}"

@@ -10,7 +10,14 @@ A task file is YAML:
     family: strings                      # optional
     tags: [regex]                        # optional
     network: false                       # optional; sandboxes are offline unless a task asks
+    test_files: ["tests/**", "test_*.py"]   # optional: globs of the files that define the verdict
     limits: {steps: 20, wall_time: 600, command_timeout: 60, cost: 1.0}   # optional, each key too
+
+The files matching test_files are put back as they were at the start before the test command
+runs, so an agent cannot pass a task by editing its tests; the trajectory names any it touched.
+Symbolic links in a repository folder are copied as links and never followed: a link pointing
+out of the repository resolves, inside the sandbox, against the sandbox's own filesystem, never
+this machine's files as they are outside it, and the trajectory lists it.
 
 Unknown keys and missing fields raise TaskError naming the key and the file, because a typo in
 a task file would otherwise silently fall back to a default and waste a run.
@@ -77,6 +84,7 @@ class Task:
     tags: list[str] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)
     network: bool = False
+    test_files: list[str] = field(default_factory=list)
     source: str = "<inline>"
 
     @classmethod
@@ -101,6 +109,7 @@ class Task:
             "family": self.family,
             "tags": list(self.tags),
             "network": self.network,
+            "test_files": list(self.test_files),
             "limits": asdict(self.limits),
         }
 
@@ -124,9 +133,26 @@ class Task:
                 raise TaskError(f"{self.source}: repo folder {self.repo} does not exist")
             # The working tree as it is, uncommitted edits included, is the task's start state;
             # the source's own history is left behind so the agent cannot read a fix from it.
-            shutil.copytree(self.repo, dest, ignore=_IGNORED_WHEN_COPYING, dirs_exist_ok=True)
+            # Links stay links: following one would copy whatever it points at on this machine.
+            shutil.copytree(self.repo, dest, symlinks=True, ignore=_IGNORED_WHEN_COPYING, dirs_exist_ok=True)
         _commit_start(dest, self.source)
         return dest
+
+
+def links_leaving(repo: Path) -> list[str]:
+    """The symbolic links under repo (relative paths) whose target lies outside it."""
+    root = Path(repo).resolve()
+    out = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in dirs + files:
+            path = Path(folder, name)
+            if not path.is_symlink():
+                continue
+            target = Path(os.path.normpath(Path(folder, os.readlink(path))))
+            if not target.is_relative_to(root):
+                out.append(str(path.relative_to(root)))
+    return sorted(out)
 
 
 def load_task(path: str | Path) -> Task:
@@ -144,7 +170,7 @@ def load_task(path: str | Path) -> Task:
 
 
 _REQUIRED = ("id", "repo", "instruction", "test")
-_OPTIONAL = ("setup", "family", "tags", "limits", "network")
+_OPTIONAL = ("setup", "family", "tags", "limits", "network", "test_files")
 _LIMIT_TYPES = {"steps": int, "wall_time": float, "command_timeout": float, "cost": float}
 
 
@@ -174,6 +200,14 @@ def _parse(d: Any, source: str) -> Task:
         raise TaskError(f"{source}: field 'family' must be a string")
     if not isinstance(network, bool):
         raise TaskError(f"{source}: field 'network' must be true or false")
+    test_files = d.get("test_files") or []
+    if isinstance(test_files, str):
+        test_files = [test_files]
+    if not isinstance(test_files, list) or not all(isinstance(g, str) and g.strip() for g in test_files):
+        raise TaskError(f"{source}: field 'test_files' must be a list of globs")
+    for glob in test_files:
+        if Path(glob).is_absolute() or ".." in Path(glob).parts:
+            raise TaskError(f"{source}: test_files glob {glob!r} must stay inside the repository")
     return Task(
         id=task_id,
         repo=_repo(d["repo"], source),
@@ -184,6 +218,7 @@ def _parse(d: Any, source: str) -> Task:
         tags=list(tags),
         limits=_limits(d.get("limits"), source),
         network=network,
+        test_files=list(test_files),
         source=source,
     )
 

@@ -17,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
 from skillworld.evaluate import AdapterCache, ThreadModels, cells, run_eval
@@ -69,7 +70,10 @@ def main() -> None:
         for group in args.groups.split(","):
             fams = GROUPS[group]
             started = time.monotonic()
-            results = run_eval(factory, cond, fams, args.episodes, workers=args.workers, adapters=adapters)
+            with Progress(console=console, transient=True) as bar:
+                job = bar.add_task(f"{row} · {group}", total=args.episodes * len(fams))
+                results = run_eval(factory, cond, fams, args.episodes, workers=args.workers, adapters=adapters,
+                                   on_result=lambda _r: bar.advance(job))
             cell = [c for c in cells(results, "group") if c.name == group][0]
             table[(row, group)] = cell
             lo, hi = cell.interval

@@ -1,6 +1,7 @@
 """The sandbox protocol: what the agent needs from an isolated place to run commands."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -53,13 +54,16 @@ class Sandbox(Protocol):
     """A repository copied into an isolated environment at WORKDIR.
 
     execute() runs one bash command in WORKDIR as a non-root user; diff() is the git diff of
-    the repository against its state when the sandbox opened; close() removes everything and
-    is safe to call twice.
+    the repository against its state when the sandbox opened; restore(globs) puts the files
+    matching the globs back as they were then and names those that had changed; close()
+    removes everything and is safe to call twice.
     """
 
     def execute(self, command: str, timeout: float | None = None) -> ExecResult: ...
 
     def diff(self) -> str: ...
+
+    def restore(self, globs: Sequence[str]) -> list[str]: ...
 
     def close(self) -> None: ...
 

@@ -5,6 +5,9 @@ refs/skillgraft/start built with a scratch index, so the agent's index, HEAD and
 they were; the diff builds another scratch index from the worktree, so new files show up and
 ignored ones do not. A folder that is not a repository yet gets one, with a first commit.
 """
+import shlex
+from collections.abc import Sequence
+
 from sandbox.base import SandboxError
 
 IDENTITY = "-c user.name=agent -c user.email=agent@sandbox"
@@ -39,8 +42,39 @@ rm -f "$GIT_INDEX_FILE"
 exit $status
 """
 
+# Puts the files matching the pathspecs back as they were at the start (a file the agent added is
+# removed) and prints the paths it restored, one per line. The agent's index and HEAD stay as they were.
+GIT_RESTORE = r"""
+set -e
+export GIT_INDEX_FILE="$(mktemp)"
+rm -f "$GIT_INDEX_FILE"
+git add -A
+changed=$(git diff --cached --name-only --no-renames refs/skillgraft/start -- "$@")
+rm -f "$GIT_INDEX_FILE"
+unset GIT_INDEX_FILE
+printf '%s\n' "$changed" | while IFS= read -r path; do
+  [ -n "$path" ] || continue
+  if git cat-file -e "refs/skillgraft/start:$path" 2>/dev/null; then
+    git restore --source=refs/skillgraft/start --worktree -- ":(literal)$path"
+  else
+    rm -f -- "$path"
+  fi
+  printf '%s\n' "$path"
+done
+"""
+
 # The diff is the task's result, not an observation: it is kept whole up to this many characters.
 DIFF_LIMIT = 20_000_000
+
+
+def restore_files(run, timeout: float, globs: Sequence[str]) -> list[str]:
+    """Restores the files matching globs (relative to the repository) to their start state through
+    a backend's `run`; the paths that the agent had changed, added or deleted."""
+    specs = " ".join(shlex.quote(f":(glob){g}") for g in globs)
+    result = run(f"set -- {specs}\n{GIT_RESTORE}", timeout, DIFF_LIMIT)
+    if result.returncode != 0:
+        raise SandboxError(f"could not restore the task's test files: {result.output.strip()[:2000]}")
+    return [line for line in result.output.splitlines() if line]
 
 
 def read_diff(run, timeout: float) -> str:

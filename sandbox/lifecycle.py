@@ -10,9 +10,10 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Sequence
 
 from sandbox.base import LABEL
-from sandbox.git_state import read_diff
+from sandbox.git_state import read_diff, restore_files
 
 OWNER_PID = "skillgraft.owner.pid"
 OWNER_HOST = "skillgraft.owner.host"
@@ -94,6 +95,9 @@ class TrackedSandbox:
 
     def diff(self) -> str:
         return read_diff(self._run, max(60.0, self.limits.command_timeout))
+
+    def restore(self, globs: Sequence[str]) -> list[str]:
+        return restore_files(self._run, max(60.0, self.limits.command_timeout), globs)
 
     def close(self) -> None:
         if self._closed:

@@ -15,6 +15,8 @@ from skillworld.names import MODULES, PACKAGES, NamePool
 HELDOUT_START = 1_000_000
 INSTRUCTION = "The test suite fails. Fix the code, not the tests."
 TEST_COMMAND = "python3 -m pytest -q"
+# What decides the verdict: put back as it was before the test command runs.
+TEST_FILES = ["tests/**", "**/conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"]
 LIMITS = {"steps": 10, "wall_time": 300.0, "command_timeout": 30.0, "cost": 0.0}
 
 
@@ -40,6 +42,7 @@ class WorldTask:
             "repo": {"files": dict(self.files)},
             "instruction": INSTRUCTION,
             "test": TEST_COMMAND,
+            "test_files": list(TEST_FILES),
             "family": self.family,
             "tags": ["skillworld"],
             "limits": dict(LIMITS),

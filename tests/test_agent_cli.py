@@ -44,6 +44,14 @@ def test_bad_inputs_exit_2_with_the_reason(tmp_path):
     assert res.exit_code == 2  # typer's own usage error
 
 
+@pytest.mark.docker
+def test_a_failed_setup_exits_4_as_an_error_not_a_verdict(tmp_path):
+    task = tmp_path / "t.yaml"
+    task.write_text("id: broken-setup\nrepo: {files: {a.txt: x}}\ninstruction: i\ntest: 'true'\nsetup: ['exit 7']\n")
+    res = cli("run", task, "--model", SOLVE, "--home", tmp_path)
+    assert res.exit_code == 4 and "SET-UP FAILED" in res.output and "SOLVED" not in res.output
+
+
 def test_unreachable_engine_exits_3_and_says_how_to_fix_it(tmp_path):
     res = cli("run", EXAMPLES / "slugify.yaml", "--model", SOLVE, "--home", tmp_path,
               env={"DOCKER_HOST": f"unix://{tmp_path / 'no-engine.sock'}"})

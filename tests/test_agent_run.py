@@ -136,6 +136,50 @@ def test_setup_commands_run_first_and_a_failing_one_skips_the_agent():
     assert model.calls == [] and not result.success
 
 
+def test_a_failed_setup_is_never_solved_even_when_the_test_would_pass():
+    already = Task.from_dict({**TINY.to_dict(), "repo": {"files": {"flag.txt": "on\n"}}, "setup": ["sleep 5"],
+                              "limits": {"steps": 3, "command_timeout": 1}})
+    result = run_task(already, ReplayModel([bash("submit")]))
+    assert result.exit_status == "SetupFailed" and not result.success and result.reward == 0.0
+    assert result.test_returncode is None and "not run" in result.test_output
+
+
+def test_editing_the_tests_solves_nothing_and_the_trajectory_says_so(tmp_path):
+    task = load_task(EXAMPLES / "slugify.yaml")
+    assert task.test_files
+    cheat = ReplayModel([bash("printf 'def test_nothing():\\n    pass\\n' > test_slugify.py && "
+                              "printf 'import pytest\\n' > conftest.py"), bash("submit")])
+    traj = tmp_path / "t.json"
+    result = run_task(task, cheat, trajectory_path=traj)
+    assert not result.success and "failed" in result.test_output
+    assert "test_slugify.py" in result.patch  # the patch still shows what the agent did
+    info = json.loads(traj.read_text())["info"]
+    assert sorted(info["test_files_restored"]) == ["conftest.py", "test_slugify.py"]
+
+    honest = run_task(task, ReplayModel.from_file(EXAMPLES / "replays" / "slugify-solve.json"), trajectory_path=traj)
+    assert honest.success and "test_files_restored" not in json.loads(traj.read_text())["info"]
+
+
+def test_links_stay_links_and_one_leaving_the_repo_is_not_followed(tmp_path):
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host only 8d1f\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "flag.txt").write_text("off\n")
+    (repo / "leak").symlink_to(secret)
+    (repo / "up").symlink_to(tmp_path)  # a folder above the repo: copying it would go in circles
+    (repo / "inside").symlink_to("flag.txt")
+    task = Task.from_dict({**TINY.to_dict(), "repo": str(repo)})
+    model = ReplayModel([bash("readlink leak; cat leak; cat inside; ls up/ | head -3; echo on > flag.txt"), bash("submit")])
+    traj = tmp_path / "t.json"
+    result = run_task(task, model, trajectory_path=traj)
+    assert result.success
+    seen = result.messages[3]["content"]
+    assert str(secret) in seen and "host only 8d1f" not in seen and "off" in seen
+    assert "host only" not in traj.read_text()
+    assert json.loads(traj.read_text())["info"]["links_outside_repo"] == ["leak", "up"]
+
+
 def test_planted_secret_is_redacted_from_the_trajectory(tmp_path, monkeypatch):
     secret = "s3cr3t-value-planted-for-this-test"
     monkeypatch.setenv("SKILLGRAFT_TEST_API_KEY", secret)

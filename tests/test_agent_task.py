@@ -47,10 +47,12 @@ def test_defaults_and_full_form(tmp_path):
     assert task.setup == [] and task.tags == [] and task.family is None and task.network is False
     assert isinstance(task.repo, InlineRepo)
 
-    full = GOOD + "setup: [echo hi]\nfamily: f\ntags: [a, b]\nnetwork: true\nlimits: {steps: 3, wall_time: 10, command_timeout: 5, cost: 0}\n"
+    full = GOOD + ("setup: [echo hi]\nfamily: f\ntags: [a, b]\nnetwork: true\ntest_files: tests/**\n"
+                   "limits: {steps: 3, wall_time: 10, command_timeout: 5, cost: 0}\n")
     task = load_task(write(tmp_path, full))
     assert task.limits == Limits(steps=3, wall_time=10.0, command_timeout=5.0, cost=0.0)
     assert (task.setup, task.family, task.tags, task.network) == (["echo hi"], "f", ["a", "b"], True)
+    assert task.test_files == ["tests/**"]
     assert Task.from_dict(task.to_dict(), "again").to_dict() == task.to_dict()
 
 
@@ -111,6 +113,8 @@ def test_git_repo_is_checked_out_at_its_revision(tmp_path):
         (GOOD + "network: maybe\n", "'network' must be true or false"),
         (GOOD + "setup: {a: 1}\n", "'setup' must be a list"),
         (GOOD + "tags: [1, 2]\n", "'tags' must be a list of strings"),
+        (GOOD + "test_files: [tests/**, 3]\n", "'test_files' must be a list of globs"),
+        (GOOD + "test_files: [../outside.py]\n", "must stay inside the repository"),
         (GOOD.replace("id: demo", "id: has space"), "'id' must have no spaces"),
         (GOOD.replace("test: python3 -m pytest -q", "test: [a, b]"), "'test' must be a non-empty string"),
         ("id: x\nrepo: {git: https://example.org/r.git}\ninstruction: i\ntest: t\n", "missing required field 'repo.rev'"),

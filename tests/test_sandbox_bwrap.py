@@ -125,6 +125,19 @@ def test_diff_against_start(repo):
     assert "__pycache__" not in patch
 
 
+def test_restore_puts_test_files_back_and_names_them(repo, tmp_path):
+    secret = tmp_path / "outside.txt"
+    secret.write_text("outside 51c2\n")
+    (repo / "leak").symlink_to(secret)
+    with BwrapSandbox(repo, LIMITS) as sandbox:
+        assert sandbox.restore(["test_*.py", "conftest.py"]) == []
+        sandbox.execute("echo 'def test_add(): pass' > test_calc.py && echo x > conftest.py && echo y > calc_note.txt")
+        assert sorted(sandbox.restore(["test_*.py", "conftest.py"])) == ["conftest.py", "test_calc.py"]
+        assert "1 failed" in sandbox.execute("python -m pytest -q").output
+        assert sandbox.execute("cat calc_note.txt; test -e conftest.py || echo gone").output == "y\ngone\n"
+        assert sandbox.execute("readlink leak").output.strip() == str(secret)  # a link, not a copy
+
+
 def test_a_same_size_edit_right_after_an_import_takes_effect(repo):
     with BwrapSandbox(repo) as sandbox:
         first = sandbox.execute("printf 'def f():\\n    return 1 < 2\\n' > m.py && python3 -c 'import m; print(m.f())'")

@@ -18,7 +18,7 @@ from rich.text import Text
 from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, fail, settings_from
 from skillgraft.settings import DEFAULT_MODEL
 
-EXIT_SOLVED, EXIT_NOT_SOLVED, EXIT_BAD_INPUT, EXIT_NO_SANDBOX = 0, 1, 2, 3
+EXIT_SOLVED, EXIT_NOT_SOLVED, EXIT_BAD_INPUT, EXIT_NO_SANDBOX, EXIT_SETUP_FAILED = 0, 1, 2, 3, 4
 
 
 class SandboxKind(str, Enum):
@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
 
 _EPILOG = (
     "Exit codes: 0 solved (the task's test passed), 1 not solved, 2 bad input (task file, model, "
-    "skill or adapter), 3 sandbox unavailable."
+    "skill or adapter), 3 sandbox unavailable, 4 the task's set-up failed (the agent never acted)."
 )
 
 
@@ -68,7 +68,7 @@ def run(
     solved. The whole conversation is written to a trajectory file after every step.
     """
     from agent.models.base import ModelError
-    from agent.runner import AdapterUnsupported, run_task
+    from agent.runner import SETUP_FAILED, AdapterUnsupported, run_task
     from agent.task import TaskError, load_task
     from sandbox.base import SandboxError, SandboxUnavailable
 
@@ -137,6 +137,8 @@ def run(
         console.print_json(json.dumps(_summary(result)))
     else:
         console.print(_verdict(result))
+    if result.exit_status == SETUP_FAILED:
+        raise typer.Exit(EXIT_SETUP_FAILED)
     raise typer.Exit(EXIT_SOLVED if result.success else EXIT_NOT_SOLVED)
 
 
@@ -228,7 +230,12 @@ def _summary(result) -> dict:
 
 
 def _verdict(result) -> Panel:
-    verdict = Text("SOLVED", "bold green") if result.success else Text("NOT SOLVED", "bold red")
+    from agent.runner import SETUP_FAILED
+
+    if result.exit_status == SETUP_FAILED:
+        verdict = Text("ERROR: SET-UP FAILED", "bold yellow")
+    else:
+        verdict = Text("SOLVED", "bold green") if result.success else Text("NOT SOLVED", "bold red")
     lines = Text.assemble(
         verdict, ("  exit ", "dim"), result.exit_status, ("  steps ", "dim"), str(result.steps),
         ("  cost ", "dim"), f"${result.cost:.4f}", ("  time ", "dim"), f"{result.elapsed:.1f}s",
