@@ -4,13 +4,19 @@ Every artifact is a small folder of files (an adapter, a skill's resources, a tr
 named by the hash of its manifest: objects/ab/abcdef…/. A write goes to tmp/ first, every file
 and folder is fsynced, then the folder is renamed into place and its parent fsynced. Rows that
 name an artifact commit only after this returns, so a crash can leave an orphan (which `gc`
-removes) but never a row pointing at a partial file.
+removes) but never a row pointing at a partial file. A partial write is named after the host
+and process writing it; the next writer on that host removes those whose process is gone.
+
+A file's executable bit is part of the content: it is kept in the artifact and enters the
+manifest hash (files without it hash as they always did).
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import shutil
+import socket
+import stat
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -63,6 +69,31 @@ def _load_syncfs():
 _syncfs = _load_syncfs()
 
 
+_EXECUTABLE = ":x"  # appended to an executable file's sha256 in the manifest
+
+
+def _file_key(digest: str, executable: bool) -> str:
+    return digest + _EXECUTABLE if executable else digest
+
+
+def _is_executable(path: Path) -> bool:
+    return bool(os.stat(path).st_mode & stat.S_IXUSR)
+
+
+def _owner_tag() -> str:
+    return f"{socket.gethostname().replace('.', '_')}.{os.getpid()}"
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, under another user
+    return False
+
+
 def manifest_hash(file_hashes: Mapping[str, str]) -> str:
     """Hash of a folder: its sorted (relative path, file sha256) pairs."""
     digest = hashlib.sha256()
@@ -91,6 +122,7 @@ class ArtifactStore:
         self.tmp = self.root / "tmp"
         self.objects.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir(parents=True, exist_ok=True)
+        self._swept = False
 
     def path(self, content_hash: str) -> Path:
         return self.objects / content_hash[:2] / content_hash
@@ -117,8 +149,11 @@ class ArtifactStore:
         One artifact fsyncs each file and folder. Many at once stage everything, flush the whole
         filesystem with a single syncfs, then rename: thousands of fsyncs become one.
         """
+        if not self._swept:
+            self.sweep_dead_partials()
         batch_sync = len(items) > 1 and _syncfs is not None
-        stagings = [self.tmp / f"{uuid.uuid4().hex}.partial" for _ in items]
+        tag = _owner_tag()
+        stagings = [self.tmp / f"{tag}.{uuid.uuid4().hex}.partial" for _ in items]
         try:
             def stage(pair: tuple[Path, Mapping[str, FileSource]]) -> str:
                 pair[0].mkdir()
@@ -162,6 +197,18 @@ class ArtifactStore:
                 if staging.exists():
                     shutil.rmtree(staging, ignore_errors=True)
 
+    def sweep_dead_partials(self) -> list[Path]:
+        """Removes partial writes left in tmp/ by processes of this host that are gone."""
+        self._swept = True
+        host = _owner_tag().rsplit(".", 1)[0]
+        removed = []
+        for path in self.tmp.glob(f"{host}.*.partial"):
+            pid = path.name[len(host) + 1:].split(".", 1)[0]
+            if pid.isdigit() and _process_gone(int(pid)):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+        return removed
+
     def _stage(self, staging: Path, files: Mapping[str, FileSource], fsync: bool) -> str:
         hashes: dict[str, str] = {}
         folders = {staging}
@@ -173,7 +220,10 @@ class ArtifactStore:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 folders.update(staging.joinpath(*parts[:k]) for k in range(1, len(parts) + 1))
             digest = hashlib.sha256()
+            executable = isinstance(source, Path) and _is_executable(source)
             with open(dest, "wb") as out:
+                if executable:
+                    os.fchmod(out.fileno(), 0o755)
                 if isinstance(source, Path):
                     with open(source, "rb") as src:
                         _copy_file(src, out, digest)
@@ -184,7 +234,7 @@ class ArtifactStore:
                 if fsync:
                     out.flush()
                     os.fsync(out.fileno())
-            hashes[rel] = digest.hexdigest()
+            hashes[rel] = _file_key(digest.hexdigest(), executable)
         if fsync:
             for folder in sorted(folders, key=lambda p: -len(p.parts)):
                 _fsync_dir(folder)
@@ -202,7 +252,7 @@ class ArtifactStore:
                 with open(p, "rb") as f:
                     while chunk := f.read(CHUNK):
                         digest.update(chunk)
-                hashes[p.relative_to(folder).as_posix()] = digest.hexdigest()
+                hashes[p.relative_to(folder).as_posix()] = _file_key(digest.hexdigest(), _is_executable(p))
         return manifest_hash(hashes) == content_hash
 
     def hashes(self) -> set[str]:

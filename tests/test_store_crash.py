@@ -152,6 +152,25 @@ def test_killed_artifact_write_leaves_no_row_pointing_at_a_partial_file(script: 
     store.close()
 
 
+def test_the_next_writer_removes_a_dead_writers_partial_files_at_once(store_url: str, tmp_path: Path) -> None:
+    artifacts = tmp_path / "artifacts"
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text('{"r": 4}')
+    (adapter / "adapter_model.safetensors").write_bytes(os.urandom(3 << 20))
+    Store(store_url, artifacts).close()
+    child = spawn(SLOW_ADAPTER_WRITE, store_url, str(artifacts), str(adapter))
+    wait_for_line(child, "half-written")
+    kill(child)
+    store = Store(store_url, artifacts)
+    assert [p.name.endswith(".partial") for p in store.check().leftovers] == [True]
+    live = store.artifacts.tmp / f"{os.uname().nodename.replace('.', '_')}.{os.getpid()}.0.partial"
+    live.mkdir()  # a write of a process still running stays
+    store.add_version("after-the-crash", "Body.\n", "imported", description="Written next", files={"a.txt": "x\n"})
+    assert [p.name for p in store.check().leftovers] == [live.name]
+    store.close()
+
+
 ADD_VERSIONS = """
     import sys, time
     from pathlib import Path

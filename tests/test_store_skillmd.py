@@ -1,6 +1,7 @@
 """SKILL.md rules, import and export."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,7 @@ def test_import_export_round_trip_is_byte_identical(body: str, tmp_path: Path) -
     src = write_skill(tmp_path / "src", "fix-imports", "'Fix ImportError: run it'", body,
                       {"scripts/check.sh": "#!/bin/sh\necho ok\n", "references/notes.md": "notes\n", "assets/logo.bin": "\x00\x01"},
                       extra=extra)
+    (src / "scripts" / "check.sh").chmod(0o755)
     v = store.import_skill(src)
     assert v.body == body and v.origin == "imported"
     out = store.export_skill("fix-imports", tmp_path / "out")
@@ -115,6 +117,8 @@ def test_import_export_round_trip_is_byte_identical(body: str, tmp_path: Path) -
     assert exported.decode().endswith(body)
     for rel in ("scripts/check.sh", "references/notes.md", "assets/logo.bin"):
         assert (out / rel).read_bytes() == (src / rel).read_bytes()
+        assert os.access(out / rel, os.X_OK) == (rel == "scripts/check.sh")  # the executable bit comes back
+    assert store.import_skill(out).id == v.id  # and the exported folder is the same content
     with pytest.raises(Exception, match="already exists"):
         store.export_skill("fix-imports", tmp_path / "out")
     store.close()
@@ -131,7 +135,11 @@ def test_reimport_unchanged_is_a_no_op_and_changed_makes_a_child(tmp_path: Path)
     (src / "scripts" / "a.sh").write_text("two\n")  # same text, new files: still a new version
     v3 = store.import_skill(src)
     assert (v3.number, v3.parent_id) == (3, v2.id) and v3.resources_hash != v2.resources_hash
-    assert len(store.versions("fix-imports")) == 3
+    (src / "scripts" / "a.sh").chmod(0o755)  # same bytes, now executable: that is a change too
+    v4 = store.import_skill(src)
+    assert v4.number == 4 and v4.resources_hash != v3.resources_hash and store.import_skill(src).id == v4.id
+    assert store.check(verify=True).ok
+    assert len(store.versions("fix-imports")) == 4
     store.close()
 
 
