@@ -120,3 +120,31 @@ def test_run_solved_and_not_solved_then_list_and_show(tmp_path):
     assert (row.task_id, row.outcome, row.reward, row.steps, row.model) == ("slugify-separators", "Submitted", 1.0, 5, SOLVE)
     listed = json.loads(cli("trajectories", "ls", "--home", home, "--json").output)
     assert [e["ref"] for e in listed] == [f"store:{row.id}", first["ref"]]
+
+
+def test_runs_table_stays_readable_at_80_columns():
+    from rich.console import Console
+
+    from skillgraft.commands.trajectories import Entry, runs_table
+
+    ref = "20261201-184512-skillworld-inverted-comparison-1000001-3f2a"
+    entries = [Entry(ref, Path("a.json"), "skillworld-inverted-comparison-1000001", "hf:/root/.skillgraft/models/skillworld",
+                     "Submitted", 1.0, 5, 0.0, "2026-12-01T18:45:12"),
+               Entry("store:12", Path("b.json"), "slugify-separators", "openai/gpt-4o-mini", "SetupFailed", 0.0, 0, 0.01, None)]
+    console = Console(width=80, record=True)
+    console.print(runs_table(entries, 80))
+    lines = console.export_text().splitlines()
+    assert max(map(len, lines)) <= 80
+
+    def column(i: int, rendered: list[str] = lines) -> str:  # the cells of a column, wrapped parts joined back
+        return "".join(line.split("│")[i].strip() for line in rendered if "│" in line)
+
+    assert column(0) == ref + "store:12"
+    assert column(1) == "skillworld-inverted-comparison-1000001slugify-separators"
+    assert column(2) == "hf:…/skillworld" + "openai/gpt-4o-mini"  # a path is shortened, a model string is not
+    assert column(3) == "SubmittedSetupFailed" and "…" not in column(0) + column(1) + column(3)
+    wide = Console(width=140, record=True)
+    wide.print(runs_table(entries, 140))
+    rendered = wide.export_text().splitlines()
+    assert column(2, rendered) == "hf:/root/.skillgraft/models/skillworld" + "openai/gpt-4o-mini"
+    assert column(6, rendered) == "$0.0000$0.0100" and column(7, rendered) == "2026-12-01T18:45:12-"

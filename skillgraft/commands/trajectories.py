@@ -118,16 +118,47 @@ def ls(
     if not entries:
         console.print(f"no trajectories under {settings.trajectories}" + (f" for skill {skill}" if skill else ""))
         return
+    console.print(runs_table(entries, console.width))
+
+
+def runs_table(entries: list[Entry], width: int) -> Table:
+    """The runs as a table that stays readable at `width` columns: below NARROW the reward shows
+    as the exit status's colour, the cost and start time are left out and a model path is
+    shortened to its last folder; long refs and task ids wrap instead of being cut."""
+    narrow = width < NARROW
+    models = [_short_model(e.model or "-") if narrow else e.model or "-" for e in entries]
     table = Table(title=f"{len(entries)} runs", show_edge=False)
-    for name, justify in (("ref", "left"), ("task", "left"), ("model", "left"), ("exit", "left"),
-                          ("reward", "right"), ("steps", "right"), ("cost", "right"), ("started", "left")):
-        table.add_column(name, justify=justify, overflow="fold" if name == "ref" else "ellipsis")
-    for e in entries:
-        reward = Text(f"{e.reward:.1f}", "green" if e.reward else "red") if e.reward is not None else Text("-")
-        cost = f"${e.cost:.4f}" if e.cost is not None else "-"
-        table.add_row(e.ref, e.task_id, e.model or "-", e.exit_status or "running?", reward,
-                      str(e.steps if e.steps is not None else "-"), cost, e.started or "-")
-    console.print(table)
+    table.add_column("ref", overflow="fold")
+    table.add_column("task", overflow="fold")
+    table.add_column("model", overflow="fold", min_width=min(15, max(map(len, models), default=5)))
+    table.add_column("exit", no_wrap=True)
+    if not narrow:
+        table.add_column("reward", justify="right", no_wrap=True)
+    table.add_column("steps", justify="right", no_wrap=True)
+    if not narrow:
+        table.add_column("cost", justify="right", no_wrap=True)
+        table.add_column("started", no_wrap=True)
+    for e, model in zip(entries, models):
+        style = None if e.reward is None else "green" if e.reward else "red"
+        reward = Text(f"{e.reward:.1f}", style) if e.reward is not None else Text("-")
+        row = [e.ref, e.task_id, model, Text(e.exit_status or "running?", style if narrow else "")]
+        row += [] if narrow else [reward]
+        row += [str(e.steps if e.steps is not None else "-")]
+        if not narrow:
+            row += [f"${e.cost:.4f}" if e.cost is not None else "-", e.started or "-"]
+        table.add_row(*row)
+    return table
+
+
+NARROW = 110
+
+
+def _short_model(model: str) -> str:
+    """hf:/a/long/path/name -> hf:…/name; a litellm model string stays as it is."""
+    scheme, _, path = model.partition(":")
+    if scheme in ("hf", "replay") and "/" in path:
+        return f"{scheme}:…/{Path(path).name}"
+    return model
 
 
 @app.command("show")
