@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import socket
 import stat
 import time
 import uuid
@@ -25,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Iterable, Mapping
 
 from skills.errors import ArtifactError
+from skills.owner import pid_gone, this_process
 
 CHUNK = 1 << 20
 FileSource = Path | bytes | str
@@ -81,17 +81,8 @@ def _is_executable(path: Path) -> bool:
 
 
 def _owner_tag() -> str:
-    return f"{socket.gethostname().replace('.', '_')}.{os.getpid()}"
-
-
-def _process_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False  # alive, under another user
-    return False
+    me = this_process()
+    return f"{me['host'].replace('.', '_')}.{me['pid']}"
 
 
 def manifest_hash(file_hashes: Mapping[str, str]) -> str:
@@ -204,7 +195,7 @@ class ArtifactStore:
         removed = []
         for path in self.tmp.glob(f"{host}.*.partial"):
             pid = path.name[len(host) + 1:].split(".", 1)[0]
-            if pid.isdigit() and _process_gone(int(pid)):
+            if pid.isdigit() and int(pid) != os.getpid() and pid_gone(int(pid)):
                 shutil.rmtree(path, ignore_errors=True)
                 removed.append(path)
         return removed

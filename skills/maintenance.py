@@ -27,6 +27,7 @@ class CheckReport:
     corrupt: list[MissingFile] = field(default_factory=list)  # files whose content no longer matches the hash
     orphans: list[str] = field(default_factory=list)  # artifacts no row names
     leftovers: list[Path] = field(default_factory=list)  # partial writes in tmp/
+    interrupted: list[int] = field(default_factory=list)  # sessions whose process died, now closed as interrupted
 
     @property
     def ok(self) -> bool:
@@ -53,7 +54,8 @@ class Maintenance:
         return refs
 
     def check(self, verify: bool = False) -> CheckReport:
-        """Finds rows whose files are missing (or, with verify, altered) and files no row names."""
+        """Finds rows whose files are missing (or, with verify, altered) and files no row names,
+        and closes sessions whose process is gone as interrupted (what they finished is kept)."""
         refs = self._referenced()
         present = self.artifacts.hashes()
         report = CheckReport(rows=len(refs), artifacts=len(present))
@@ -70,6 +72,7 @@ class Maintenance:
                     report.corrupt.append(MissingFile(table, row_id, h, "content does not match its hash"))
         report.orphans = sorted(present - {h for _, _, h, _ in refs})
         report.leftovers = [left.path for left in self.artifacts.leftovers()]
+        report.interrupted = [self.close_interrupted(row.id).id for row in self.interrupted_sessions()]
         return report
 
     def gc(self, grace_s: float = 3600.0, dry_run: bool = False) -> GcReport:

@@ -7,18 +7,58 @@ from typing import Optional, Sequence
 from sqlmodel import col, select
 
 from skills.errors import NotFound
+from skills.owner import owner_gone, this_process
 from skills.schema import Score, Session, SkillVersion, SubjectKind, Trajectory, TrajectoryAdapter, TrajectorySkill, utcnow
+
+
+OWNER = "owner"
 
 
 class Runs:
     """Mixin of Store: needs self.db and self.artifacts."""
 
     # ---- sessions ----------------------------------------------------------------------------
+    # A session's config records its owner (host and process, under OWNER). A session with no end
+    # whose owner is gone was interrupted: `interrupted_sessions` finds it, `close_interrupted`
+    # ends it with what it had finished, and `resumable_session` hands it to the next run of the
+    # same config, which carries on where it stopped.
     def start_session(self, kind: str, config: dict) -> Session:
         with self.db.write() as s:
-            row = Session(kind=kind, config=dict(config))
+            row = Session(kind=kind, config={**config, OWNER: this_process()})
             s.add(row)
         return row
+
+    def interrupted_sessions(self) -> list[Session]:
+        """Sessions never ended whose owning process (on this host) is gone."""
+        with self.db.read() as s:
+            open_rows = list(s.exec(select(Session).where(col(Session.ended_at).is_(None)).order_by(Session.id)).all())
+        return [row for row in open_rows if owner_gone((row.config or {}).get(OWNER))]
+
+    def close_interrupted(self, session_id: int) -> Session:
+        """Ends a session as interrupted; its summary counts the runs it had finished."""
+        done = self.trajectories(session_id=session_id)
+        successes = sum(1 for t in done if t.reward > 0)
+        return self.end_session(session_id, {"interrupted": True, "episodes": len(done), "successes": successes,
+                                             "rate": successes / len(done) if done else 0.0})
+
+    def resumable_session(self, kind: str, config: dict) -> Optional[Session]:
+        """The newest interrupted session of this kind and config (owner aside), taken over by this
+        process and reopened; None when there is none."""
+        def same(row: Session) -> bool:
+            return {k: v for k, v in (row.config or {}).items() if k != OWNER} == {k: v for k, v in config.items() if k != OWNER}
+
+        for row in reversed(self.sessions(kind=kind)):
+            if not same(row):
+                continue
+            interrupted = row.ended_at is not None and (row.summary or {}).get("interrupted")
+            if not (interrupted or (row.ended_at is None and owner_gone((row.config or {}).get(OWNER)))):
+                return None  # the newest run of this config finished (or is running): nothing to resume
+            with self.db.write() as s:
+                row = s.get(Session, row.id)
+                row.config, row.summary, row.ended_at = {**row.config, OWNER: this_process()}, None, None
+                s.add(row)
+            return row
+        return None
 
     def end_session(self, session_id: int, summary: dict) -> Session:
         with self.db.write() as s:

@@ -273,6 +273,11 @@ class SkillVersions:
             raise NotFound(f"no skill {name!r}" + (f" version {number}" if number is not None else ""))
         return v
 
+    def versions_from_trajectory(self, trajectory_id: int) -> list[SkillVersion]:
+        """The versions summarised from one run."""
+        with self.db.read() as s:
+            return list(s.exec(select(SkillVersion).where(SkillVersion.trajectory_id == trajectory_id).order_by(SkillVersion.id)).all())
+
     def versions(self, name: str) -> list[SkillVersion]:
         with self.db.read() as s:
             return list(s.exec(select(SkillVersion).where(SkillVersion.skill_name == name).order_by(SkillVersion.number)).all())

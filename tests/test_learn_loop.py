@@ -91,3 +91,74 @@ def test_parametric_mode_needs_an_adapter_model(parts, tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
     with pytest.raises(ValueError, match="adapter-capable model"):
         Learner(store, ReplayModel([]), compiler, OfflineSummariser(), LearnConfig(skill_mode="parametric"), tmp_path)
+
+
+KILLED_SESSION = """
+    import sys, time
+    from pathlib import Path
+    from agent import prompts
+    from agent.models.replay_model import ReplayModel
+    from agent.task import Task
+    from evolve.learn.loop import LearnConfig, Learner
+    from evolve.learn.summarise_offline import OfflineSummariser
+    from skills.store import Store
+
+    store = Store(sys.argv[1], Path(sys.argv[2]))
+    tasks = [Task.from_dict({"id": f"flag-{i}", "repo": {"files": {"flag.txt": "off\\\\n"}}, "instruction": "Turn the flag on.",
+                             "test": "grep -qx on flag.txt", "limits": {"steps": 2}}) for i in range(3)]
+    model = ReplayModel([prompts.assistant_reply("On.", "echo on > flag.txt"), prompts.assistant_reply("Done.", "submit")] * 3)
+
+    def stop_here(outcome):
+        print("done", outcome.task_id, flush=True)
+        time.sleep(600)  # killed here, between the first task and the second
+
+    Learner(store, model, None, OfflineSummariser(), LearnConfig(skill_mode="context"), Path(sys.argv[3])).run_session(
+        tasks, on_outcome=stop_here, label="resumable")
+"""
+
+
+def test_a_killed_session_is_closed_by_check_and_carried_on_by_the_next_learn(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    from agent import prompts
+    from agent.models.replay_model import ReplayModel
+    from agent.task import Task
+
+    url, artifacts = f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts"
+    Store(url, artifacts).close()
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(KILLED_SESSION), url, str(artifacts), str(tmp_path / "w1")],
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = child.stdout.readline()
+    assert line.startswith("done flag-0"), child.stderr.read() if not line else line
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+
+    store = Store(url, artifacts)
+    (killed,) = store.sessions(kind="learn")
+    assert killed.ended_at is None and killed.config["owner"]["pid"] == child.pid
+    report = store.check()
+    assert report.ok and report.interrupted == [killed.id]
+    closed = store.session(killed.id)
+    assert closed.ended_at is not None and closed.summary == {"interrupted": True, "episodes": 1, "successes": 1, "rate": 1.0}
+    assert store.check().interrupted == []  # closed once
+
+    tasks = [Task.from_dict({"id": f"flag-{i}", "repo": {"files": {"flag.txt": "off\n"}}, "instruction": "Turn the flag on.",
+                             "test": "grep -qx on flag.txt", "limits": {"steps": 2}}) for i in range(3)]
+    model = ReplayModel([prompts.assistant_reply("On.", "echo on > flag.txt"), prompts.assistant_reply("Done.", "submit")] * 2)
+    learner = Learner(store, model, None, OfflineSummariser(), LearnConfig(skill_mode="context"), tmp_path / "w2")
+    report = learner.run_session(tasks, label="resumable")
+    assert report.session_id == killed.id and report.number == 1
+    assert [o.task_id for o in report.outcomes] == ["flag-0", "flag-1", "flag-2"] and report.successes == 3
+    assert len(model.calls) == 4  # only the two tasks it had not run, two replies each
+    assert "interrupted" in report.outcomes[0].note
+    assert sorted(t.task_id for t in store.trajectories(session_id=killed.id)) == ["flag-0", "flag-1", "flag-2"]
+    assert store.session(killed.id).summary["episodes"] == 3 and len(store.sessions(kind="learn")) == 1
+
+    again = Learner(store, ReplayModel([prompts.assistant_reply("Done.", "submit")] * 3), None, OfflineSummariser(),
+                    LearnConfig(skill_mode="context"), tmp_path / "w3").run_session(tasks, label="resumable")
+    assert again.session_id != killed.id and again.number == 2  # a finished session is never reopened

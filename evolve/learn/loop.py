@@ -111,13 +111,17 @@ class Learner:
     # ---------------------------------------------------------------- a session
     def run_session(self, tasks: Sequence[Task], on_outcome: Callable[[TaskOutcome], None] | None = None,
                     label: str | None = None) -> SessionReport:
+        """Runs the tasks in order, learning from each success. A session of the same config whose
+        process was killed is carried on: the tasks it had finished are not run again."""
+        config = {**self.config.to_dict(), "label": label, "tasks": [t.id for t in tasks],
+                  "model": self.model.name, "summariser": self.summariser.name}
+        session = self.store.resumable_session("learn", config) or self.store.start_session("learn", config)
         # Counted among sessions of the same kind (learning on, or off), so a baseline run in the
         # same store does not shift when the periodic search falls due.
-        number = 1 + sum(1 for s in self.store.sessions(kind="learn") if (s.config or {}).get("learning") == self.config.learning)
-        session = self.store.start_session("learn", {**self.config.to_dict(), "label": label, "tasks": [t.id for t in tasks],
-                                                     "model": self.model.name, "summariser": self.summariser.name})
-        report = SessionReport(session.id, number, [])
-        for task in tasks:
+        number = 1 + sum(1 for s in self.store.sessions(kind="learn")
+                         if s.id < session.id and (s.config or {}).get("learning") == self.config.learning)
+        report = SessionReport(session.id, number, self._finished(session.id, tasks))
+        for task in tasks[len(report.outcomes):]:
             outcome = self.run_one(task, session.id)
             report.outcomes.append(outcome)
             if on_outcome is not None:
@@ -130,6 +134,21 @@ class Learner:
                     report.notes.append(note)
         self.store.end_session(session.id, report.summary())
         return report
+
+    def _finished(self, session_id: int, tasks: Sequence[Task]) -> list[TaskOutcome]:
+        """The outcomes of the tasks a resumed session had already run (its first tasks, in order)."""
+        done = sorted(self.store.trajectories(session_id=session_id), key=lambda t: t.id)
+        if [t.task_id for t in done] != [t.id for t in tasks[:len(done)]]:
+            raise ValueError(f"session {session_id} holds runs of other tasks than the ones it was started with")
+        outcomes = []
+        for row in done:
+            used = [self.store.version(i) for i in row.skill_version_ids]
+            learned = self.store.versions_from_trajectory(row.id)
+            outcomes.append(TaskOutcome(row.task_id, row.family, row.reward > 0, row.steps, row.outcome, row.id,
+                                        [f"{v.skill_name}@v{v.number}" for v in used], None,
+                                        learned=f"{learned[0].skill_name}@v{learned[0].number}" if learned else None,
+                                        note="run before the session was interrupted"))
+        return outcomes
 
     # ---------------------------------------------------------------- one task
     def setup_for(self, task: Task) -> tuple[list[SkillVersion], list[int], object]:

@@ -29,7 +29,8 @@ def check(
     home: Optional[str] = HomeOption,
     store: Optional[str] = StoreOption,
 ) -> None:
-    """Find rows whose files are missing or altered, and files that no row names.
+    """Find rows whose files are missing or altered, and files that no row names; close sessions
+    whose process was killed as interrupted (the next `learn` of the same run carries them on).
 
     Exit status 1 when any row lacks its files (or, with --verify, they changed); orphaned
     files and partial writes are only reported: `store gc` removes them.
@@ -41,6 +42,7 @@ def check(
             "ok": report.ok, "rows": report.rows, "artifacts": report.artifacts,
             "missing": [m.__dict__ for m in report.missing], "corrupt": [m.__dict__ for m in report.corrupt],
             "orphans": report.orphans, "leftovers": [str(p) for p in report.leftovers],
+            "interrupted_sessions": report.interrupted,
         }, indent=2))
     else:
         console.print(f"{report.rows} rows name artifacts; {report.artifacts} artifacts on disk")
@@ -54,6 +56,9 @@ def check(
             console.print(f"[yellow]{len(report.orphans)} artifacts no row names[/] (skillgraft store gc removes them)")
         if report.leftovers:
             console.print(f"[yellow]{len(report.leftovers)} partial writes in {st.artifacts.tmp}[/]")
+        if report.interrupted:
+            console.print(f"[yellow]closed {len(report.interrupted)} sessions whose process is gone as interrupted[/] "
+                          f"(ids {', '.join(map(str, report.interrupted))}; the next learn of the same run carries on)")
         console.print("[green]ok[/]" if report.ok else "[bold red]store has rows without their files[/]")
     if not report.ok:
         raise typer.Exit(1)
