@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True TOKENIZERS_PARALLELISM=false
-skillgraft run "${1:-examples/tasks/skillworld-inverted-comparison.yaml}"
+.venv/bin/skillgraft run "${1:-examples/tasks/skillworld-inverted-comparison.yaml}"
