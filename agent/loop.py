@@ -77,6 +77,8 @@ class AgentLoop:
         self.cost = 0.0
         self.format_errors = 0  # consecutive
         self.usage: dict[str, int] = {}  # token counts summed over calls, as the backend reports them
+        self.model_s = 0.0  # seconds spent waiting for the model
+        self.commands_s = 0.0  # seconds spent running commands in the sandbox
         self._start = 0.0
 
     @property
@@ -115,10 +117,13 @@ class AgentLoop:
 
     def step(self) -> Step:
         self.check_limits()
+        asked = time.monotonic()
         try:
             reply = self.model.query(self.messages)
         except ModelError as exc:
             raise AgentExit(MODEL_ERROR, str(exc)) from exc
+        finally:
+            self.model_s += time.monotonic() - asked
         self.steps += 1
         self.cost += reply.cost
         for key, value in reply.usage.items():
@@ -150,10 +155,13 @@ class AgentLoop:
         # A command may not outlive the run's wall time: it is cut at whichever ends first.
         remaining = self.limits.wall_time - self.elapsed
         timeout = max(1.0, min(self.limits.command_timeout, remaining))
+        started = time.monotonic()
         try:
             return self.sandbox.execute(command, timeout=timeout)
         except SandboxError as exc:
             raise AgentExit(SANDBOX_ERROR, str(exc)) from exc
+        finally:
+            self.commands_s += time.monotonic() - started
 
 
 def _tool_call_message(content: str, command: str, call_id: str | None) -> dict:

@@ -51,6 +51,8 @@ class RunResult:
     messages: list[dict] = field(default_factory=list)
     test_returncode: int | None = None
     exit_detail: str = ""
+    # seconds: open (sandbox up), setup, agent (the loop), model and commands (within the loop), test, total
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 def run_task(
@@ -114,6 +116,7 @@ def _run_in(
         mark = time.monotonic()
         outcome = loop.run(task.instruction, skills)
         timings["agent"] = time.monotonic() - mark
+        timings["model"], timings["commands"] = loop.model_s, loop.commands_s
         status, detail, messages = outcome.exit_status, outcome.detail, outcome.messages
     else:
         status, detail, messages = SETUP_FAILED, setup_failure, []
@@ -143,6 +146,7 @@ def _run_in(
         elapsed=timings["total"],
         trajectory_path=writer.path,
         messages=messages,
+        timings={k: round(v, 3) for k, v in timings.items()},
     )
     writer.update(
         exit_status=status,
@@ -150,7 +154,7 @@ def _run_in(
         steps=loop.steps,
         cost=loop.cost,
         usage=dict(loop.usage),
-        timings={k: round(v, 3) for k, v in timings.items()},
+        timings=result.timings,
         patch=patch,
         test={"command": task.test, "returncode": returncode, "output": test_output, "passed": success},
         reward=result.reward,

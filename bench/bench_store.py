@@ -88,7 +88,7 @@ def bench_import(work: Path, tree: Path, n: int, sample: int, batch: int) -> Sto
 
 
 def bench_embedding(store: Store, embedder: MiniLMEmbedder, sample: int, single_sample: int) -> float:
-    print(f"\n== embedding (all-MiniLM-L6-v2, CPU) ==")
+    print("\n== embedding (all-MiniLM-L6-v2, CPU) ==")
     versions = store.latest_versions()[:sample]
     texts = [skill_text(v.skill_name, v.description, v.body) for v in versions]
     embedder.encode(texts[:8])  # load the model outside the timings

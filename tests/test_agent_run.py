@@ -47,7 +47,10 @@ def test_replay_solves_a_bundled_task_and_the_test_says_so(tmp_path):
     assert info["session_id"] == 7 and info["task"]["id"] == "slugify-separators"
     assert info["exit_status"] == "Submitted" and info["reward"] == 1.0 and info["patch"] == result.patch
     assert info["test"]["passed"] is True and info["limits"]["steps"] == 15
-    assert set(info["timings"]) >= {"open", "setup", "agent", "test", "total"}
+    assert set(info["timings"]) >= {"open", "setup", "agent", "model", "commands", "test", "total"}
+    assert info["timings"] == result.timings
+    t = result.timings
+    assert 0 < t["commands"] <= t["agent"] and 0 <= t["model"] <= t["agent"] <= t["total"]
 
 
 def test_replay_with_a_wrong_fix_fails_and_the_test_says_so(tmp_path):

@@ -3,7 +3,6 @@ sandboxes: the validation gate of the global adapter, refinement of a weak skill
 every K sessions."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

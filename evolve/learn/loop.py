@@ -18,7 +18,6 @@ from pathlib import Path
 from agent.models.base import AdapterModel
 from agent.runner import RunResult, run_task
 from agent.task import Task
-from agent.trajectory import read_trajectory
 from evolve.learn.choose import retrieve, target_skill
 from agent.skill_adapters import compiled_adapter, compose
 from evolve.learn.episode import load_episode
@@ -173,7 +172,7 @@ class Learner:
                                 "adapter_ids": adapter_ids})
         trajectory = self.store.add_trajectory(
             path, task.id, task.family, result.exit_status, result.reward, result.cost, result.steps,
-            _timings(path), [v.id for v in versions], adapter_ids, session_id=session_id, model=self.model.name,
+            result.timings, [v.id for v in versions], adapter_ids, session_id=session_id, model=self.model.name,
         )
         outcome = TaskOutcome(task.id, task.family, result.success, result.steps, result.exit_status, trajectory.id,
                               [f"{v.skill_name}@v{v.number}" for v in versions], head.version if head else None)
@@ -266,10 +265,3 @@ class Learner:
             result = self.refiner.refine(name, [t for t, _ in runs], held_out, session_id=session_id)
             notes.append(result.describe())
         return notes
-
-
-def _timings(path: Path) -> dict:
-    try:
-        return read_trajectory(path)["info"].get("timings", {})
-    except ValueError:  # no file when the sandbox failed before the first write
-        return {}
