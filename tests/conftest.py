@@ -17,15 +17,18 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_home(tmp_path_factory):
-    """Keeps every test's state out of the user's ~/.skillgraft."""
+    """Keeps every test's state out of the user's ~/.skillgraft. The text encoder is exported once
+    for the whole suite, whatever home folder a test then chooses."""
     home = tmp_path_factory.mktemp("skillgraft-home")
-    old = os.environ.get("SKILLGRAFT_HOME")
+    saved = {key: os.environ.get(key) for key in ("SKILLGRAFT_HOME", "SKILLGRAFT_ENCODER_CACHE")}
     os.environ["SKILLGRAFT_HOME"] = str(home)
+    os.environ["SKILLGRAFT_ENCODER_CACHE"] = str(home / "cache" / "encoders")
     yield home
-    if old is None:
-        os.environ.pop("SKILLGRAFT_HOME", None)
-    else:
-        os.environ["SKILLGRAFT_HOME"] = old
+    for key, old in saved.items():
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
 
 
 def _docker_reason() -> str | None:

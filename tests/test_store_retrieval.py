@@ -66,6 +66,25 @@ def minilm() -> MiniLMEmbedder:
     return MiniLMEmbedder()
 
 
+def test_the_onnx_encoder_computes_what_sentence_transformers_computes(minilm: MiniLMEmbedder, tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from skills.embedder import minilm_path
+
+    texts = ["fix import errors", "", "x " * 400,  # past the 256-token cut
+             "Read the failing assertion.\n\nThen replace the constant with the expected one, and run the tests."]
+    reference = SentenceTransformer(str(minilm_path()), device="cpu", local_files_only=True).encode(
+        texts, normalize_embeddings=True, convert_to_numpy=True)
+    batched = minilm.encode(texts, batch_size=3)
+    np.testing.assert_allclose(batched, reference, atol=2e-6)
+    np.testing.assert_allclose(np.stack([minilm.encode([t])[0] for t in texts]), batched, atol=2e-6)
+    fresh = MiniLMEmbedder(cache_dir=tmp_path / "cache")  # exported once, then found again
+    fresh.encode(["x"])
+    (exported,) = list((tmp_path / "cache").glob("*.onnx"))
+    assert MiniLMEmbedder(cache_dir=tmp_path / "cache").encode(["x"]).shape == (1, 384)
+    assert list((tmp_path / "cache").iterdir()) == [exported]
+
+
 def fill(store: Store) -> None:
     for name, (description, body) in SKILLS.items():
         store.add_version(name, body + "\n", "authored", description=description)
