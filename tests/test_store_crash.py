@@ -89,6 +89,15 @@ def test_killed_tree_import_leaves_only_whole_skills(batch: int, tmp_path: Path)
     store.close()
 
 
+def big_adapter(tmp_path: Path) -> Path:
+    """An adapter folder large enough that a write of it can be caught half done."""
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text('{"r": 4}')
+    (adapter / "adapter_model.safetensors").write_bytes(os.urandom(3 << 20))
+    return adapter
+
+
 SLOW_ADAPTER_WRITE = """
     import sys, time
     from pathlib import Path
@@ -124,11 +133,7 @@ SLOW_ROW_COMMIT = """
                          ids=["killed-mid-file", "killed-before-row"])
 def test_killed_artifact_write_leaves_no_row_pointing_at_a_partial_file(script: str, marker: str, store_url: str,
                                                                         tmp_path: Path) -> None:
-    artifacts = tmp_path / "artifacts"
-    adapter = tmp_path / "adapter"
-    adapter.mkdir()
-    (adapter / "adapter_config.json").write_text('{"r": 4}')
-    (adapter / "adapter_model.safetensors").write_bytes(os.urandom(3 << 20))
+    artifacts, adapter = tmp_path / "artifacts", big_adapter(tmp_path)
     Store(store_url, artifacts).close()
     child = spawn(script, store_url, str(artifacts), str(adapter))
     wait_for_line(child, marker)
@@ -153,11 +158,7 @@ def test_killed_artifact_write_leaves_no_row_pointing_at_a_partial_file(script: 
 
 
 def test_the_next_writer_removes_a_dead_writers_partial_files_at_once(store_url: str, tmp_path: Path) -> None:
-    artifacts = tmp_path / "artifacts"
-    adapter = tmp_path / "adapter"
-    adapter.mkdir()
-    (adapter / "adapter_config.json").write_text('{"r": 4}')
-    (adapter / "adapter_model.safetensors").write_bytes(os.urandom(3 << 20))
+    artifacts, adapter = tmp_path / "artifacts", big_adapter(tmp_path)
     Store(store_url, artifacts).close()
     child = spawn(SLOW_ADAPTER_WRITE, store_url, str(artifacts), str(adapter))
     wait_for_line(child, "half-written")
