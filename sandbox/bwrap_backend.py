@@ -99,13 +99,14 @@ class BwrapSandbox(TrackedSandbox):
                 argv += ["--ro-bind", path, path]
         argv += ["--proc", "/proc", "--dev", "/dev", "--ro-bind", "/sys", "/sys"]
         argv += ["--tmpfs", "/root", "--tmpfs", "/run", "--tmpfs", "/home"]
-        # The interpreter running skillgraft may live under a hidden home (pyenv, a venv):
-        # it comes back read-only so that `python` and its packages work inside.
+        argv += ["--ro-bind", str(self.root / "passwd"), "/etc/passwd", "--ro-bind", str(self.root / "group"), "/etc/group"]
+        argv += ["--bind", str(self.root / "home"), "/home/agent", "--bind", str(self.root / "tmp"), "/tmp"]
+        # The interpreter running skillgraft may live under a hidden folder (pyenv under /root, a
+        # project's venv under /tmp): it comes back read-only, mounted after the sandbox's own /tmp
+        # and home so that neither covers it, and `python` and its packages work inside.
         for prefix in dict.fromkeys([sys.base_prefix, sys.prefix]):
             if any(prefix == hidden or prefix.startswith(hidden + "/") for hidden in HIDDEN):
                 argv += ["--ro-bind", prefix, prefix]
-        argv += ["--ro-bind", str(self.root / "passwd"), "/etc/passwd", "--ro-bind", str(self.root / "group"), "/etc/group"]
-        argv += ["--bind", str(self.root / "home"), "/home/agent", "--bind", str(self.root / "tmp"), "/tmp"]
         argv += ["--bind", str(self.root / "repo"), WORKDIR, "--chdir", WORKDIR]
         argv += ["--unshare-user", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--hostname", "sandbox"]
         argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
