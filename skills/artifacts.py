@@ -80,9 +80,8 @@ def _is_executable(path: Path) -> bool:
     return bool(os.stat(path).st_mode & stat.S_IXUSR)
 
 
-def _owner_tag() -> str:
-    me = this_process()
-    return f"{me['host'].replace('.', '_')}.{me['pid']}"
+def _host_tag() -> str:
+    return this_process()["host"].replace(".", "_")  # no dots: they separate the name's parts
 
 
 def manifest_hash(file_hashes: Mapping[str, str]) -> str:
@@ -143,7 +142,7 @@ class ArtifactStore:
         if not self._swept:
             self.sweep_dead_partials()
         batch_sync = len(items) > 1 and _syncfs is not None
-        tag = _owner_tag()
+        tag = f"{_host_tag()}.{os.getpid()}"
         stagings = [self.tmp / f"{tag}.{uuid.uuid4().hex}.partial" for _ in items]
         try:
             def stage(pair: tuple[Path, Mapping[str, FileSource]]) -> str:
@@ -191,7 +190,7 @@ class ArtifactStore:
     def sweep_dead_partials(self) -> list[Path]:
         """Removes partial writes left in tmp/ by processes of this host that are gone."""
         self._swept = True
-        host = _owner_tag().rsplit(".", 1)[0]
+        host = _host_tag()
         removed = []
         for path in self.tmp.glob(f"{host}.*.partial"):
             pid = path.name[len(host) + 1:].split(".", 1)[0]

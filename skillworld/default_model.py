@@ -10,7 +10,6 @@ recipe or base no longer matches is refused with the command that rebuilds it.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -19,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.models.base import ModelError
-from agent.models.bases import ensure_base, read_manifest
+from agent.models.bases import ensure_base, file_digest, read_manifest
 from skillworld.recipe import BASE, EPISODE_SETS, POLICY, SKILL_SHARE, EpisodeSet, families_of, policy_digest, world_digest
 
 POLICY_NAME = "skillworld"  # the model name, and its folder under the models folder
@@ -35,7 +34,7 @@ class StaleArtifactError(ModelError):
 
 
 def weights_digest(folder: Path, filename: str) -> str:
-    return "sha256:" + hashlib.sha256((Path(folder) / filename).read_bytes()).hexdigest()[:24]
+    return file_digest(Path(folder) / filename)[:len("sha256:") + 24]
 
 
 # ---------------------------------------------------------------- training data

@@ -102,11 +102,11 @@ def train_policy_cmd(home: Optional[str] = HomeOption, store: Optional[str] = St
                      out: Optional[Path] = typer.Option(None, help="Adapter folder to write (default: HOME/models/skillworld-policy, which the default model then uses instead of the shipped adapter).")):
     """Rebuild the default model's policy adapter from nothing: the expert's episodes, then behaviour
     cloning into a LoRA on SmolLM2-135M-Instruct (fixed seed; about an hour on two cores)."""
-    from skillworld.default_model import train_policy
+    from skillworld.default_model import POLICY_ADAPTER, train_policy
 
     settings = settings_from(home, store)
     report = train_policy(settings.models, out)
-    where = out or settings.models / "skillworld-policy"
+    where = out or settings.models / POLICY_ADAPTER
     console.print(f"policy adapter at {where}: {report['conversations']} conversations, {report['tokens']:,} tokens, "
                   f"loss {report['first_loss']:.3f} → {report['final_loss']:.3f} in {report['seconds']:.0f} s")
 

@@ -86,6 +86,11 @@ def _with_context_loss(model, ids, labels, attn, weight: float):
     return acted, acted + weight * (ce * other).sum() / other.sum().clamp(min=1)
 
 
+def pad_id(tokenizer) -> int:
+    """The id batches are padded with: the tokenizer's pad token, else its end of text."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
 def batches(examples: list[Example], batch_size: int, steps: int, seed: int) -> list[list[int]]:
     """Shuffled epochs; each batch holds examples of similar length, so little is padding."""
     rng = random.Random(seed)

@@ -15,7 +15,7 @@ import torch
 
 from hypernet.peft_io import model_fingerprint, save_adapter
 from skillworld.policy.data import conversations
-from skillworld.policy.fit import Schedule, fit
+from skillworld.policy.fit import Schedule, fit, pad_id
 from skillworld.policy.lora_policy import encode, lora_delta, lora_modules
 
 TARGETS = ("q_proj", "v_proj")
@@ -53,8 +53,7 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
         for m in lora:
             m.scaling["default"] = full[id(m)] * s
 
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    losses = fit(model, examples, pad, Schedule(steps, batch_size, lr, 10, 0.0, seed),
+    losses = fit(model, examples, pad_id(tokenizer), Schedule(steps, batch_size, lr, 10, 0.0, seed),
                  label="training expert", show_progress=show_progress, before_step=rescale if min_scale < 1 else None)
     for m in lora:
         m.scaling["default"] = full[id(m)]

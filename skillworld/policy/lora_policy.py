@@ -19,7 +19,7 @@ import torch
 from hypernet.lora import LowRank
 from hypernet.objectives import render_chat
 from hypernet.peft_io import model_fingerprint, save_adapter
-from skillworld.policy.fit import Example, Schedule, fit
+from skillworld.policy.fit import Example, Schedule, fit, pad_id
 
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -60,10 +60,10 @@ def train_lora_policy(base_dir: Path, convs: list[list[dict]], out_dir: Path, co
         raise ValueError("no conversation has an assistant token to train on")
     model = get_peft_model(base, LoraConfig(r=config.rank, lora_alpha=config.rank, lora_dropout=0.0,
                                             target_modules=list(config.targets)))
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     schedule = Schedule(config.steps, config.batch_size, config.lr, config.warmup, config.weight_decay, config.seed)
     started = time.monotonic()
-    losses = fit(model, examples, pad, schedule, label="training policy", show_progress=show_progress, bf16=config.bf16)
+    losses = fit(model, examples, pad_id(tokenizer), schedule, label="training policy", show_progress=show_progress,
+                 bf16=config.bf16)
     seconds = time.monotonic() - started
     tokens = [len(ids) for ids, _ in examples]
     report = {"config": asdict(config), "conversations": len(examples), "tokens": sum(tokens),
