@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from agent import prompts
-from agent.models.base import Model, ModelError
-from agent.task import Limits
-from sandbox.base import ExecResult, Sandbox, SandboxError
+from skillgraft.agent import prompts
+from skillgraft.agent.models.base import Model, ModelError
+from skillgraft.agent.task import Limits
+from skillgraft.sandbox.base import ExecResult, Sandbox, SandboxError
 
 SUBMITTED = "Submitted"
 STEP_LIMIT = "StepLimit"
@@ -74,6 +74,7 @@ class AgentLoop:
         self.on_step = on_step
         self.messages: list[dict] = []
         self.steps = 0
+        self.history: list[Step] = []  # every step as it happened, the submit and malformed replies included
         self.cost = 0.0
         self.format_errors = 0  # consecutive
         self.usage: dict[str, int] = {}  # token counts summed over calls, as the backend reports them
@@ -100,9 +101,13 @@ class AgentLoop:
                 step = Step(self.steps, self.messages[-2].get("content") or "", format_error=True)
             except AgentExit as done:
                 return LoopResult(done.status, done.detail, self.steps, self.cost, self.elapsed, self.messages)
-            step.cost, step.elapsed = self.cost, self.elapsed
-            if self.on_step is not None:
-                self.on_step(step)
+            self._emit(step)
+
+    def _emit(self, step: Step) -> None:
+        step.cost, step.elapsed = self.cost, self.elapsed
+        self.history.append(step)
+        if self.on_step is not None:
+            self.on_step(step)
 
     def check_limits(self) -> None:
         lim = self.limits
@@ -140,8 +145,7 @@ class AgentLoop:
                 self.messages.append({"role": "user", "content": str(exc)})
                 raise FormatProblem() from exc
         if prompts.is_submit(command):
-            if self.on_step is not None:
-                self.on_step(Step(self.steps, reply.content, command, cost=self.cost, elapsed=self.elapsed))
+            self._emit(Step(self.steps, reply.content, command))
             raise AgentExit(SUBMITTED)
         result = self._execute(command)
         text = prompts.observation(result.output, result.returncode, result.timed_out, result.elided)

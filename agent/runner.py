@@ -16,11 +16,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from agent.loop import SANDBOX_ERROR, AgentLoop, Step
-from agent.models.base import AdapterModel, Model, ModelError
-from agent.task import Task, links_leaving
-from agent.trajectory import TrajectoryWriter
-from sandbox.base import Sandbox, SandboxError, SandboxLimits, open_sandbox
+from skillgraft.agent.loadout import NOTHING, Loadout
+from skillgraft.agent.loop import SANDBOX_ERROR, AgentLoop, Step
+from skillgraft.agent.models.base import AdapterModel, Model, ModelError
+from skillgraft.agent.task import Task, links_leaving
+from skillgraft.agent.trajectory import TrajectoryWriter
+from skillgraft.sandbox.base import Sandbox, SandboxError, SandboxLimits, open_sandbox
 
 SETUP_FAILED = "SetupFailed"
 
@@ -53,6 +54,8 @@ class RunResult:
     exit_detail: str = ""
     # seconds: open (sandbox up), setup, agent (the loop), model and commands (within the loop), test, total
     timings: dict[str, float] = field(default_factory=dict)
+    history: list[Step] = field(default_factory=list)  # the loop's steps: reply, command, its result
+    skills: list[str] = field(default_factory=list)  # names of the skills the prompt showed
 
 
 def run_task(
@@ -60,8 +63,7 @@ def run_task(
     model: Model,
     *,
     sandbox: str = "docker",
-    skills: Sequence[tuple[str, str]] = (),
-    adapter_dir: Path | None = None,
+    loadout: Loadout = NOTHING,
     trajectory_path: Path | None = None,
     info: Mapping[str, Any] | None = None,
     image: str | None = None,
@@ -69,20 +71,23 @@ def run_task(
 ) -> RunResult:
     """Runs the agent on a task and judges it with the task's test command.
 
-    Raises SandboxUnavailable when the backend is missing, AdapterUnsupported when adapter_dir
-    is given for a model that cannot take it; everything that happens inside the run (limits,
+    The loadout (agent.loadout.make_loadout) says which skills the prompt shows and which adapter
+    the model activates for the run. Raises SandboxUnavailable when the backend is missing,
+    AdapterUnsupported when the loadout holds an adapter for a model that cannot take one; everything that happens inside the run (limits,
     model failures, a failing setup) ends up in the result's exit_status instead.
     """
     clash = RESERVED_INFO.intersection(info or {})
     if clash:
         raise ValueError(f"info keys {sorted(clash)} are written by the runner itself")
-    if adapter_dir is not None and not isinstance(model, AdapterModel):
+    adapter_dir, skills = loadout.adapter_dir, loadout.context
+    adapted = model if (adapter_dir is not None and isinstance(model, AdapterModel)) else None
+    if adapter_dir is not None and adapted is None:
         raise AdapterUnsupported(f"model {model.name} cannot take LoRA adapters; use an hf:<path> model for {adapter_dir}")
     writer = TrajectoryWriter(trajectory_path, {**(info or {}), **_start_info(task, model, sandbox, skills, adapter_dir)})
     started = time.monotonic()
     timings: dict[str, float] = {}
-    if adapter_dir is not None:
-        model.load_adapter(Path(adapter_dir))
+    if adapted is not None and adapter_dir is not None:
+        adapted.load_adapter(Path(adapter_dir))
     try:
         with tempfile.TemporaryDirectory(prefix=f"skillgraft-{task.id}-") as tmp:
             repo = task.materialize(Path(tmp) / "repo")
@@ -94,8 +99,8 @@ def run_task(
                 timings["open"] = time.monotonic() - started
                 return _run_in(box, task, model, skills, writer, timings, started, on_step)
     finally:
-        if adapter_dir is not None:
-            model.unload_adapter()
+        if adapted is not None:
+            adapted.unload_adapter()
 
 
 def _run_in(
@@ -147,6 +152,8 @@ def _run_in(
         trajectory_path=writer.path,
         messages=messages,
         timings={k: round(v, 3) for k, v in timings.items()},
+        history=list(loop.history),
+        skills=[name for name, _ in skills],
     )
     writer.update(
         exit_status=status,

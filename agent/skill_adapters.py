@@ -1,5 +1,11 @@
-"""Skill versions as adapters: compiled once per (skill version, hypernetwork checkpoint), and
-several of them joined with the global adapter into the one adapter a run activates."""
+"""Skill texts as adapters: compiled once per (skill version, hypernetwork checkpoint), and
+several adapters joined into the one a run activates.
+
+A skill version's adapter is compiled in memory and written once, straight into the store. A
+text that is not a store version (a candidate revision, a benchmark's paraphrase) is compiled
+into a cache folder named by its digest and the checkpoint. Joining writes one folder per
+combination, cached by the parts it joins; a single part is used where it lies.
+"""
 from __future__ import annotations
 
 import hashlib
@@ -9,55 +15,80 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from hypernet.lora import concat
-from hypernet.peft_io import load_adapter, save_adapter
-from skills.schema import Adapter, SkillVersion
+from skillgraft.hypernet.lora import ranks
+from skillgraft.hypernet.merges import merge
+from skillgraft.hypernet.peft_io import WEIGHTS_FILE, load_adapter, save_adapter
+from skillgraft.skills.schema import Adapter, SkillVersion, saved_id
+from skillgraft.agent.loadout import AdapterPart
+from skillgraft.agent.seams import AdapterStore, SkillCompiler
 
 
-def compiled_adapter(store, compiler, version: SkillVersion) -> Adapter:
+def compiled_adapter(store: AdapterStore, compiler: SkillCompiler, version: SkillVersion) -> Adapter:
     """The store's adapter for this version under this compiler, compiling it on first use."""
-    hit = store.find_compiled(version.id, compiler.checkpoint_id)
+    hit = store.find_compiled(saved_id(version.id), compiler.checkpoint_id)
     if hit is not None:
         return hit
-    with tempfile.TemporaryDirectory(prefix="skillgraft-compile-") as tmp:
-        folder = compiler.compile_to_dir(version.text, Path(tmp) / "adapter",
-                                         metadata={"skill": version.skill_name, "skill_version": version.number})
-        _delta, info = load_adapter(folder)
-        return store.add_adapter(
-            folder, kind="skill", base_fingerprint=info.fingerprint or "unknown", rank=info.rank, alpha=info.rank,
-            target_modules=list(info.target_modules),
-            provenance={"skill_version_id": version.id, "hypernet_ckpt": compiler.checkpoint_id},
-            skill_version_id=version.id, hypernet_ckpt=compiler.checkpoint_id,
-        )
+    [delta] = compiler.compile([version.text])
+    files = compiler.files(delta, metadata={"skill": version.skill_name, "skill_version": version.number})
+    rank = max(ranks(delta).values())
+    return store.add_adapter(
+        files, kind="skill", base_fingerprint=compiler.meta.fingerprint or "unknown", rank=rank, alpha=rank,
+        target_modules=list(compiler.meta.config.target_modules),
+        provenance={"skill_version_id": version.id, "hypernet_ckpt": compiler.checkpoint_id},
+        skill_version_id=version.id, hypernet_ckpt=compiler.checkpoint_id,
+    )
 
 
-def compose(store, adapter_ids: Sequence[int], cache: Path, weights: Sequence[float] | None = None) -> Path | None:
-    """One PEFT folder holding Σ wᵢ ΔWᵢ of the given adapters, exactly (rank concatenation).
+def compiled_text(compiler: SkillCompiler, text: str, cache: Path) -> AdapterPart:
+    """A text outside the store, compiled once per checkpoint into `cache`."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:20]
+    key = f"text:{compiler.checkpoint_id}:{digest}"
+    out = Path(cache) / "compiled" / hashlib.sha256(key.encode()).hexdigest()[:20]
+    if not (out / WEIGHTS_FILE).is_file():
+        [delta] = compiler.compile([text])
+        _publish(out, lambda tmp: compiler.save(delta, tmp))
+    return AdapterPart(key, out)
 
-    Folders are cached by the ids and weights they join: adapters are immutable, so the same
-    combination is the same file. None when there is nothing to join.
+
+def composed_key(parts: Sequence[AdapterPart], weights: Sequence[float]) -> str:
+    return hashlib.sha256(repr(([p.key for p in parts], [float(w) for w in weights])).encode()).hexdigest()[:20]
+
+
+def compose(parts: Sequence[AdapterPart], cache: Path | None, weights: Sequence[float] | None = None) -> tuple[Path | None, str | None]:
+    """One PEFT folder holding Σ wᵢ ΔWᵢ of the parts, exactly (rank concatenation), and its key.
+
+    Folders are cached under `cache`/composed by the parts and weights they join: the parts are
+    immutable, so the same combination is the same file. (None, None) when there is nothing to join.
     """
-    ids = list(adapter_ids)
-    if not ids:
-        return None
-    weights = [1.0] * len(ids) if weights is None else [float(w) for w in weights]
-    if len(ids) == 1 and weights[0] == 1.0:
-        return store.adapter_path(ids[0])
-    key = hashlib.sha256(repr((ids, weights)).encode()).hexdigest()[:20]
-    out = Path(cache) / key
-    if (out / "adapter_model.safetensors").is_file():
-        return out
-    loaded = [load_adapter(store.adapter_path(i)) for i in ids]
-    info = loaded[0][1]
+    if not parts:
+        return None, None
+    weights = [1.0] * len(parts) if weights is None else [float(w) for w in weights]
+    if len(parts) != len(weights):
+        raise ValueError(f"{len(parts)} adapters but {len(weights)} weights")
+    key = composed_key(parts, weights)
+    if len(parts) == 1 and weights[0] == 1.0:
+        return parts[0].path, key
+    if cache is None:
+        raise ValueError("joining adapters needs a cache folder to write the joined one into")
+    out = Path(cache) / "composed" / key
+    if not (out / WEIGHTS_FILE).is_file():
+        loaded = [load_adapter(p.path) for p in parts]
+        info = loaded[0][1]
+        _publish(out, lambda tmp: save_adapter(
+            merge("cat", [d for d, _ in loaded], weights), tmp, base_model_name=info.base_model_name,
+            fingerprint=info.fingerprint, target_modules=sorted({t for _, i in loaded for t in i.target_modules}),
+            metadata={"composed_of": [{"part": p.key, "weight": w} for p, w in zip(parts, weights)]}))
+    return out, key
+
+
+def _publish(out: Path, write) -> None:
+    """Writes a folder beside `out` and renames it into place: a reader sees all of it or none."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=out.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        save_adapter(concat([d for d, _ in loaded], weights), tmp, base_model_name=info.base_model_name,
-                     fingerprint=info.fingerprint, target_modules=sorted({t for _, i in loaded for t in i.target_modules}),
-                     metadata={"composed_of": [{"adapter_id": i, "weight": w} for i, w in zip(ids, weights)]})
-        os.replace(tmp, out)  # a reader sees the whole folder or none of it
+        write(tmp)
+        os.replace(tmp, out)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
-        if not (out / "adapter_model.safetensors").is_file():
+        if not (out / WEIGHTS_FILE).is_file():  # another process published the same folder first
             raise
-    return out

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agent.redact import redact, secret_values
+from skillgraft.agent.redact import redact, secret_values
 
 FORMAT = "skillgraft-trajectory-1"
 

@@ -17,13 +17,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent import prompts
-from agent.loop import AgentLoop
-from agent.models.replay_model import ReplayModel
-from agent.runner import run_task
-from agent.task import Limits, Task, load_task
-from agent.trajectory import TrajectoryWriter
-from sandbox.base import SandboxLimits, open_sandbox
+from skillgraft.agent import prompts
+from skillgraft.agent.loop import AgentLoop
+from skillgraft.agent.models.replay_model import ReplayModel
+from skillgraft.agent.runner import run_task
+from skillgraft.agent.task import Limits, Task, load_task
+from skillgraft.agent.trajectory import TrajectoryWriter
+from skillgraft.sandbox.base import SandboxLimits, open_sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -41,12 +41,13 @@ def main() -> None:
     ap.add_argument("--sandbox", default="docker")
     args = ap.parse_args()
 
-    from agent.models.factory import make_model
-    from agent.runner import run_task
+    from skillgraft.agent.loadout import GivenSkill, make_loadout
+    from skillgraft.agent.models.factory import make_model
+    from skillgraft.agent.runner import run_task
     from skillgraft.settings import load_settings
-    from skillworld.default_model import ensure_policy
-    from skillworld.evaluate import episode_skill
-    from skillworld.generate import HELDOUT_START, generate
+    from skillgraft.skillworld.default_model import ensure_policy
+    from skillgraft.skillworld.evaluate import episode_skill
+    from skillgraft.skillworld.generate import HELDOUT_START, generate
 
     folder = ensure_policy(load_settings().models)
     models = {"cached": make_model(f"hf:{folder}"), "re-read": make_model(f"hf:{folder}", reuse_cache=False)}
@@ -58,7 +59,7 @@ def main() -> None:
         replies = {}
         for name in (("cached", "re-read") if i % 2 == 0 else ("re-read", "cached")):
             timed = Timed(models[name])
-            run_task(wt.task(), timed, sandbox=args.sandbox, skills=[(skill.name, skill.body)])
+            run_task(wt.task(), timed, sandbox=args.sandbox, loadout=make_loadout(None, timed, [GivenSkill.of_body(skill.name, skill.body)]))
             replies[name] = [c[3] for c in timed.calls]
             for turn, (prompt, cached, seconds, _) in enumerate(timed.calls, 1):
                 per_turn[(name, turn)].append((prompt, cached, seconds))

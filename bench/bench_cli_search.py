@@ -53,7 +53,7 @@ def main() -> None:
 
         os.environ["SKILLGRAFT_HOME"] = env["SKILLGRAFT_HOME"]
         from skillgraft.settings import load_settings
-        from skills.store import Store
+        from skillgraft.skills.store import Store
 
         settings = load_settings()
         store = Store(settings.store_url, settings.artifacts)

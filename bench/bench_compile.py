@@ -27,11 +27,11 @@ from pathlib import Path
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config
 
-from hypernet.compile import Compiler
-from hypernet.evaluate import batch_loss, collate, token_loss
-from hypernet.hypernetwork import HypernetConfig
-from hypernet.objectives import stage1_example
-from hypernet.train import TrainConfig, split_heldout, train_stage1
+from skillgraft.hypernet.compile import Compiler
+from skillgraft.hypernet.evaluate import batch_loss, collate, token_loss
+from skillgraft.hypernet.hypernetwork import HypernetConfig
+from skillgraft.hypernet.objectives import stage1_example
+from skillgraft.hypernet.train import TrainConfig, split_heldout, train_stage1
 
 QWEN_05B = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                        num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True, max_position_embeddings=32768)

@@ -40,8 +40,8 @@ def run_lora(rank: int, repeats: int) -> dict:
     import numpy as np
     import torch
 
-    from evolve.cycleqd.operators import crossover, svd_expert_mutation
-    from hypernet.lora import LowRank, svd
+    from skillgraft.evolve.cycleqd.operators import crossover, svd_expert_mutation
+    from skillgraft.hypernet.lora import LowRank, svd
 
     base = _peak_rss_bytes()
     g = torch.Generator().manual_seed(0)

@@ -47,9 +47,9 @@ def _mean(scores: dict) -> float:
 def experiment(store, checkpoints: list, tasks: list[str], evaluator, validator, *, generations: int, children: int,
                seed: int, names: dict, rows: list[str] | None = None) -> dict:
     """Runs every row on one store and returns {row: figures} plus the baselines."""
-    from evolve.cycleqd import CycleQDConfig, merge_and_promote, run_cycleqd
-    from evolve.cycleqd.candidate import Candidate
-    from evolve.cycleqd.persistence import RunRecorder, score_candidates
+    from skillgraft.evolve.cycleqd import CycleQDConfig, merge_and_promote, run_cycleqd
+    from skillgraft.evolve.cycleqd.candidate import Candidate
+    from skillgraft.evolve.cycleqd.persistence import RunRecorder, score_candidates
 
     recorder = RunRecorder(store)
     like = recorder.info(checkpoints[0])
@@ -90,9 +90,9 @@ def experiment(store, checkpoints: list, tasks: list[str], evaluator, validator,
 
 
 def synthetic_trial(root: Path, seed: int, generations: int, children: int, rows: list[str] | None) -> dict:
-    from evolve.cycleqd import synthetic_world
-    from hypernet.peft_io import save_adapter
-    from skills.store import Store
+    from skillgraft.evolve.cycleqd import synthetic_world
+    from skillgraft.hypernet.peft_io import save_adapter
+    from skillgraft.skills.store import Store
 
     tasks = ["group-a", "group-b", "group-c"]
     world = synthetic_world(tasks, seed=seed)
@@ -113,11 +113,11 @@ def synthetic_trial(root: Path, seed: int, generations: int, children: int, rows
 
 
 def skillworld_trial(root: Path, args) -> dict:
-    from agent.models.factory import make_model
-    from evolve.cycleqd import AgentEvaluator
-    from evolve.cycleqd.population import add_checkpoint
-    from skills.store import Store
-    from skillworld.generate import HELDOUT_START, generate
+    from skillgraft.agent.models.factory import make_model
+    from skillgraft.evolve.cycleqd import AgentEvaluator
+    from skillgraft.evolve.cycleqd.population import add_checkpoint
+    from skillgraft.skills.store import Store
+    from skillgraft.skillworld.generate import HELDOUT_START, generate
 
     groups = {g.split("=", 1)[0]: g.split("=", 1)[1].split(",") for g in args.groups}
     experts = dict(e.split("=", 1) for e in args.experts)

@@ -14,8 +14,8 @@ import time
 
 import torch
 
-from hypernet import lora
-from hypernet.lora import LowRank
+from skillgraft.hypernet import lora
+from skillgraft.hypernet.lora import LowRank
 
 
 def dense_ema(g: LowRank, n: LowRank, alpha: float, rank: int) -> torch.Tensor:

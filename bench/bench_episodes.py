@@ -31,13 +31,13 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     args = ap.parse_args()
 
-    from agent.models.factory import make_model
-    from agent.runner import run_task
+    from skillgraft.agent.models.factory import make_model
+    from skillgraft.agent.runner import run_task
     from skillgraft.settings import load_settings
-    from skills.store import Store
-    from skillworld.default_model import ensure_policy
-    from skillworld.families import GROUPS
-    from skillworld.generate import HELDOUT_START, generate
+    from skillgraft.skills.store import Store
+    from skillgraft.skillworld.default_model import ensure_policy
+    from skillgraft.skillworld.families import GROUPS
+    from skillgraft.skillworld.generate import HELDOUT_START, generate
 
     console = Console()
     folder = ensure_policy(load_settings().models)

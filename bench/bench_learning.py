@@ -22,9 +22,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evolve.learn import EmaConfig, LearnConfig, Learner, OfflineSummariser  # noqa: E402
-from evolve.learn.curve import SessionPoint, plot_curves  # noqa: E402
-from evolve.learn.schedule import world_sessions  # noqa: E402
+from skillgraft.evolve.learn import EmaConfig, LearnConfig, Learner, OfflineSummariser  # noqa: E402
+from skillgraft.evolve.learn.curve import SessionPoint, plot_curves  # noqa: E402
+from skillgraft.evolve.learn.schedule import world_sessions  # noqa: E402
 
 
 def parse() -> argparse.Namespace:
@@ -50,7 +50,7 @@ def parse() -> argparse.Namespace:
 
 def run_condition(label: str, plan, model, compiler, args, root: Path, validation=()) -> list:
     """One learner from an empty store through every session; returns the session reports."""
-    from skills.store import Store
+    from skillgraft.skills.store import Store
 
     home = root / label
     store = Store(f"sqlite:///{home / 'store.db'}", home / "artifacts")
@@ -75,9 +75,9 @@ def drift(store, compiler_rank: int, args) -> tuple[float, int]:
     """‖ΔW_factor-EMA − ΔW_exact-EMA‖ / ‖ΔW_exact-EMA‖ over the same sequence of compiled skills."""
     import torch
 
-    from evolve.learn.global_adapter import combine
-    from hypernet.lora import to_dense
-    from hypernet.peft_io import load_adapter
+    from skillgraft.evolve.learn.global_adapter import combine
+    from skillgraft.hypernet.lora import to_dense
+    from skillgraft.hypernet.peft_io import load_adapter
 
     history = store.global_history()
     updates = [rec.provenance["combined"][-1]["adapter_id"] for rec in history if rec.provenance.get("combined")]
@@ -98,11 +98,11 @@ def drift(store, compiler_rank: int, args) -> tuple[float, int]:
 
 def main() -> None:
     args = parse()
-    from agent.models.factory import make_model
-    from evolve.learn.roles import make_compiler
-    from skillworld.default_model import ensure_hypernet, ensure_policy
-    from skillworld.families import resolve
-    from skillworld.generate import HELDOUT_START, generate
+    from skillgraft.agent.models.factory import make_model
+    from skillgraft.evolve.learn.roles import make_compiler
+    from skillgraft.skillworld.default_model import ensure_hypernet, ensure_policy
+    from skillgraft.skillworld.families import resolve
+    from skillgraft.skillworld.generate import HELDOUT_START, generate
 
     from skillgraft.settings import load_settings
 

@@ -24,9 +24,9 @@ from rich.table import Table
 
 def held_out_records(families: list[str], per_family: int, offset: int = 500) -> list[dict]:
     """The expert's successful runs on `per_family` held-out seeds of each family, from HELDOUT_START + offset."""
-    from skillworld.dataset import episode_record
-    from skillworld.episodes import run_episodes
-    from skillworld.generate import HELDOUT_START, generate
+    from skillgraft.skillworld.dataset import episode_record
+    from skillgraft.skillworld.episodes import run_episodes
+    from skillgraft.skillworld.generate import HELDOUT_START, generate
 
     tasks = [generate(f, HELDOUT_START + offset + i) for i in range(per_family) for f in families]
     return [episode_record(ep) for ep in run_episodes(tasks) if ep.success]
@@ -37,10 +37,10 @@ def turn_hits(policy: Path, records: list[dict], seed: int = 0) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from skillworld import library
-    from skillworld.dataset import record_steps
-    from skillworld.expert import messages
-    from skillworld.policy.lora_policy import encode
+    from skillgraft.skillworld import library
+    from skillgraft.skillworld.dataset import record_steps
+    from skillgraft.skillworld.expert import messages
+    from skillgraft.skillworld.policy.lora_policy import encode
 
     tokenizer = AutoTokenizer.from_pretrained(policy)
     model = AutoModelForCausalLM.from_pretrained(policy).eval()
@@ -82,8 +82,8 @@ def main() -> None:
     ap.add_argument("--families", nargs="+", default=["seen"], help="families or groups (seen, skill-only, drill, all)")
     args = ap.parse_args()
     from skillgraft.settings import load_settings
-    from skillworld.default_model import ensure_policy
-    from skillworld.families import resolve
+    from skillgraft.skillworld.default_model import ensure_policy
+    from skillgraft.skillworld.families import resolve
 
     policies = {"policy": args.policy or ensure_policy(args.models_dir or load_settings().models)}
     if args.baseline:

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import docker
 
-from sandbox.base import LABEL, SandboxLimits
-from sandbox.docker_backend import DockerSandbox
-from sandbox.image import IMAGE_TAG
-from sandbox.lifecycle import OWNER_PID
+from skillgraft.sandbox.base import LABEL, SandboxLimits
+from skillgraft.sandbox.docker_backend import DockerSandbox
+from skillgraft.sandbox.image import IMAGE_TAG
+from skillgraft.sandbox.lifecycle import OWNER_PID
 
 LIMITS = SandboxLimits(memory="512m", cpus=1.0, pids=128, command_timeout=60)
 

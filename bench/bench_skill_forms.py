@@ -39,7 +39,7 @@ FORMS = ("none", "shipped, in context", "induced, in context", "shipped, compile
 
 def induced_recipes(families: list[str]) -> dict[str, str]:
     """{family: recipe body} summarised offline from one expert run per family."""
-    from skillworld.skill_texts import induced
+    from skillgraft.skillworld.skill_texts import induced
 
     return {record["family"]: induced(record) for record in held_out_records(families, 1, offset=900)}
 
@@ -48,8 +48,8 @@ def edit_command_right(model, tokenizer, conversation: list[dict], delta) -> boo
     """Whether every token of the edit turn's command (after its ```bash) is the greedy guess."""
     import torch
 
-    from hypernet.apply import generated_lora
-    from skillworld.policy.lora_policy import encode
+    from skillgraft.hypernet.apply import generated_lora
+    from skillgraft.skillworld.policy.lora_policy import encode
 
     ids, mask = encode(tokenizer, conversation, 4096)
     lora = generated_lora(model, {k: (v.A[None], v.B[None]) for k, v in delta.items()}) if delta else nullcontext()
@@ -79,14 +79,14 @@ def main() -> None:
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from evolve.learn.global_adapter import EmaConfig, combine
-    from hypernet.compile import Compiler
-    from hypernet.lora import concat
-    from skillworld import library
-    from skillworld.dataset import record_steps
-    from skillworld.default_model import ensure_hypernet, ensure_policy
-    from skillworld.expert import messages
-    from skillworld.families import resolve
+    from skillgraft.evolve.learn.global_adapter import EmaConfig, combine
+    from skillgraft.hypernet.compile import Compiler
+    from skillgraft.hypernet.lora import concat
+    from skillgraft.skillworld import library
+    from skillgraft.skillworld.dataset import record_steps
+    from skillgraft.skillworld.default_model import ensure_hypernet, ensure_policy
+    from skillgraft.skillworld.expert import messages
+    from skillgraft.skillworld.families import resolve
 
     from skillgraft.settings import load_settings
 

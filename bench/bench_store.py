@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from skills import Store
-from skills.embedder import MiniLMEmbedder, embedding_key, skill_text
+from skillgraft.skills import Store
+from skillgraft.skills.embedder import MiniLMEmbedder, embedding_key, skill_text
 from sqlmodel import func, select
 
-from skills.schema import Embedding, SkillVersion
+from skillgraft.skills.schema import Embedding, SkillVersion
 
 VERBS = "fix debug speed-up migrate test refactor profile secure package document deploy parse".split()
 NOUNS = ("imports config cache schema fixtures regex retries memory layout logging threads sockets "

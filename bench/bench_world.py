@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from skillworld.evaluate import AdapterCache, ThreadModels, cells, run_eval
-from skillworld.families import GROUPS
+from skillgraft.skillworld.evaluate import ThreadModels, cells, run_eval, world_compiler
+from skillgraft.skillworld.families import GROUPS
 
 
 def main() -> None:
@@ -40,12 +40,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="also write the cells and every episode as JSON lines here")
     args = ap.parse_args()
 
-    from agent.models.bases import ensure_base
-    from agent.models.factory import make_model
+    from skillgraft.agent.models.bases import ensure_base
+    from skillgraft.agent.models.factory import make_model
     from skillgraft.settings import load_settings
-    from skillworld.default_model import ensure_hypernet, ensure_policy
-    from skillworld.expert import ExpertModel
-    from skillworld.recipe import BASE
+    from skillgraft.skillworld.default_model import ensure_hypernet, ensure_policy
+    from skillgraft.skillworld.expert import ExpertModel
+    from skillgraft.skillworld.recipe import BASE
 
     console = Console()
     models_dir = args.models_dir or load_settings().models
@@ -53,10 +53,10 @@ def main() -> None:
     rows = args.rows.split(",")
     if args.no_parametric:
         rows = [r for r in rows if r not in ("parametric", "both")]
-    adapters = None
+    compiler = None
     if any(r in ("parametric", "both") for r in rows):
         hypernet = args.hypernet or ensure_hypernet(models_dir)
-        adapters = AdapterCache(hypernet, policy)
+        compiler = world_compiler(hypernet, policy)
 
     def hf(folder: Path):
         return ThreadModels(lambda: make_model(f"hf:{folder}", max_new_tokens=args.max_new_tokens))
@@ -72,7 +72,7 @@ def main() -> None:
             started = time.monotonic()
             with Progress(console=console, transient=True) as bar:
                 job = bar.add_task(f"{row} · {group}", total=args.episodes * len(fams))
-                results = run_eval(factory, cond, fams, args.episodes, workers=args.workers, adapters=adapters,
+                results = run_eval(factory, cond, fams, args.episodes, workers=args.workers, compiler=compiler,
                                    on_result=lambda _r: bar.advance(job))
             cell = [c for c in cells(results, "group") if c.name == group][0]
             table[(row, group)] = cell

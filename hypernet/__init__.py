@@ -1,6 +1,7 @@
 """Text skill → LoRA adapter in one forward pass.
 
 lora        LoRA algebra in ΔW space (concat, scale, truncate, EMA, SVD)
+merges      named merges of several adapters into one (cat, svd, factors)
 peft_io     PEFT adapter folders, base-model fingerprints
 targets     which modules of a base model get adapters
 encoder     frozen skill-text encoders (MiniLM, base-model hidden states)

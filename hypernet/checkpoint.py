@@ -20,8 +20,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from hypernet.hypernetwork import HypernetConfig, Hypernetwork
-from hypernet.targets import TargetSpec
+from skillgraft.hypernet.hypernetwork import HypernetConfig, Hypernetwork
+from skillgraft.hypernet.targets import TargetSpec
 
 WEIGHTS = "hypernet.safetensors"
 META = "hypernet.json"

@@ -12,12 +12,12 @@ from typing import Any
 
 import torch
 
-from hypernet.checkpoint import CheckpointMeta, checkpoint_id, initial_id, load_checkpoint
-from hypernet.encoder import SkillEncoder, make_encoder
-from hypernet.hypernetwork import HypernetConfig, Hypernetwork, factors_to_deltas
-from hypernet.lora import LoraDelta
-from hypernet.peft_io import BaseMismatchError, model_fingerprint, save_adapter
-from hypernet.targets import find_targets, meta_model
+from skillgraft.hypernet.checkpoint import CheckpointMeta, checkpoint_id, initial_id, load_checkpoint
+from skillgraft.hypernet.encoder import SkillEncoder, make_encoder
+from skillgraft.hypernet.hypernetwork import HypernetConfig, Hypernetwork, factors_to_deltas
+from skillgraft.hypernet.lora import LoraDelta
+from skillgraft.hypernet.peft_io import BaseMismatchError, adapter_files, model_fingerprint, save_adapter
+from skillgraft.hypernet.targets import find_targets, meta_model
 
 
 def _base_name(model: torch.nn.Module, given: str | None) -> str | None:
@@ -95,16 +95,21 @@ class Compiler:
         encoded = self.encoder.encode(list(texts)).to(self.device)
         return factors_to_deltas(self.net(encoded))
 
-    def save(self, delta: LoraDelta, out_dir: str | Path, metadata: Mapping[str, Any] | None = None) -> Path:
-        return save_adapter(
-            delta,
-            out_dir,
+    def _described(self, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+        return dict(
             base_model_name=self.meta.base_model_name,
             fingerprint=self.meta.fingerprint,
             target_modules=list(self.meta.config.target_modules),
             hypernet_ckpt=self.checkpoint_id,
             metadata={"kind": "compiled", "rank": self.meta.config.rank, **dict(metadata or {})},
         )
+
+    def files(self, delta: LoraDelta, metadata: Mapping[str, Any] | None = None) -> dict[str, bytes]:
+        """The adapter folder's files for one compiled delta, in memory (for the store to write once)."""
+        return adapter_files(delta, **self._described(metadata))
+
+    def save(self, delta: LoraDelta, out_dir: str | Path, metadata: Mapping[str, Any] | None = None) -> Path:
+        return save_adapter(delta, out_dir, **self._described(metadata))
 
     def compile_to_dir(self, text: str, out_dir: str | Path, metadata: Mapping[str, Any] | None = None) -> Path:
         """Compiles one skill and writes it as a PEFT adapter folder; returns the folder."""

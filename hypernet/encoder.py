@@ -149,7 +149,7 @@ class MiniLMEncoder:
                 rows = [k for k, o in enumerate(owners) if o == i]
                 per_text[i] = vectors[rows]
                 self._cache.put(texts[i], per_text[i])
-        return _pad(per_text, self.dim)  # type: ignore[arg-type]
+        return _pad(per_text, self.dim)
 
 
 class BaseHiddenEncoder:

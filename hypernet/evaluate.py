@@ -14,10 +14,10 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from hypernet.apply import generated_lora
-from hypernet.encoder import EncodedSkills
-from hypernet.hypernetwork import Hypernetwork
-from hypernet.objectives import Example, Tokens
+from skillgraft.hypernet.apply import generated_lora
+from skillgraft.hypernet.encoder import EncodedSkills
+from skillgraft.hypernet.hypernetwork import Hypernetwork
+from skillgraft.hypernet.objectives import Example, Tokens
 
 CONDITIONS = ("none", "context", "adapter", "both")
 

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import Tensor, nn
 
-from hypernet.encoder import EncodedSkills
-from hypernet.lora import LoraDelta, LowRank
-from hypernet.targets import DEFAULT_TARGETS, TargetSpec
+from skillgraft.hypernet.encoder import EncodedSkills
+from skillgraft.hypernet.lora import LoraDelta, LowRank
+from skillgraft.hypernet.targets import DEFAULT_TARGETS, TargetSpec
 
 
 @dataclass

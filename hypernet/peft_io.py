@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as save_safetensors
 
-from hypernet.lora import LoraDelta, LowRank
-from hypernet.targets import meta_model
+from skillgraft.hypernet.lora import LoraDelta, LowRank
+from skillgraft.hypernet.targets import meta_model
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
@@ -86,9 +87,8 @@ def _module_suffixes(paths: Sequence[str]) -> list[str]:
     return sorted({p.rsplit(".", 1)[-1] for p in paths})
 
 
-def save_adapter(
+def adapter_files(
     delta: Mapping[str, LowRank],
-    out_dir: str | Path,
     *,
     base_model_name: str | None,
     fingerprint: str | None,
@@ -96,8 +96,8 @@ def save_adapter(
     metadata: Mapping[str, Any] | None = None,
     hypernet_ckpt: str | None = None,
     dtype: torch.dtype = torch.float32,
-) -> Path:
-    """Writes `delta` as a PEFT LoRA folder and returns its path.
+) -> dict[str, bytes]:
+    """The files of a PEFT LoRA folder holding `delta`, by name, as bytes (nothing is written).
 
     `target_modules` are the module-name suffixes PEFT should wrap (default: those present in
     `delta`). Modules PEFT wraps but `delta` lacks get PEFT's zero-initialised B, i.e. ΔW = 0.
@@ -105,8 +105,6 @@ def save_adapter(
     """
     if not delta:
         raise ValueError("refusing to save an adapter with no modules")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     ranks = {name: lr.rank for name, lr in delta.items()}
     if min(ranks.values()) < 1:
         raise ValueError("every module needs rank ≥ 1")
@@ -118,7 +116,6 @@ def save_adapter(
     for name, lr in delta.items():
         tensors[f"{_PREFIX}{name}.lora_A.weight"] = lr.A.detach().to("cpu", dtype).contiguous()
         tensors[f"{_PREFIX}{name}.lora_B.weight"] = lr.B.detach().to("cpu", dtype).contiguous()
-    save_file(tensors, str(out / WEIGHTS_FILE), metadata={"format": "pt"})
 
     from peft import LoraConfig
 
@@ -133,9 +130,9 @@ def save_adapter(
         use_rslora=False,
         task_type="CAUSAL_LM",
         base_model_name_or_path=base_model_name,
-    )
-    config.save_pretrained(str(out))
-
+    ).to_dict()
+    # As PEFT's save_pretrained writes it, with sets sorted so equal adapters are equal bytes.
+    config = {k: sorted(v) if isinstance(v, set) else v for k, v in config.items()}
     extra = {
         "format": 1,
         "base_model_name": base_model_name,
@@ -144,7 +141,20 @@ def save_adapter(
         "ranks": ranks,
         "metadata": dict(metadata or {}),
     }
-    (out / EXTRA_FILE).write_text(json.dumps(extra, indent=2, sort_keys=True, default=str))
+    return {
+        WEIGHTS_FILE: save_safetensors(tensors, metadata={"format": "pt"}),
+        CONFIG_FILE: json.dumps(config, indent=2, sort_keys=True).encode(),
+        EXTRA_FILE: json.dumps(extra, indent=2, sort_keys=True, default=str).encode(),
+    }
+
+
+def save_adapter(delta: Mapping[str, LowRank], out_dir: str | Path, **described: Any) -> Path:
+    """Writes `delta` as a PEFT LoRA folder (see `adapter_files` for the keywords) and returns its path."""
+    files = adapter_files(delta, **described)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (out / name).write_bytes(data)
     return out
 
 

@@ -20,11 +20,11 @@ from typing import Any
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from hypernet.checkpoint import CheckpointMeta, TRAIN_STATE, checkpoint_id, load_checkpoint, load_train_state, save_checkpoint
-from hypernet.encoder import make_encoder
-from hypernet.evaluate import batch_loss, evaluate
-from hypernet.hypernetwork import HypernetConfig, Hypernetwork, delta_sq_norm
-from hypernet.objectives import (
+from skillgraft.hypernet.checkpoint import CheckpointMeta, TRAIN_STATE, checkpoint_id, load_checkpoint, load_train_state, save_checkpoint
+from skillgraft.hypernet.encoder import make_encoder
+from skillgraft.hypernet.evaluate import batch_loss, evaluate
+from skillgraft.hypernet.hypernetwork import HypernetConfig, Hypernetwork, delta_sq_norm
+from skillgraft.hypernet.objectives import (
     OBJECTIVES,
     Example,
     Trajectory,
@@ -33,8 +33,8 @@ from hypernet.objectives import (
     stage1_example,
     stage2_example,
 )
-from hypernet.peft_io import BaseMismatchError, model_fingerprint
-from hypernet.targets import find_targets
+from skillgraft.hypernet.peft_io import BaseMismatchError, model_fingerprint
+from skillgraft.hypernet.targets import find_targets
 
 
 @dataclass
@@ -171,6 +171,7 @@ def _run(
             batch = [make_example(rng.choice(train_ids), rng) for _ in range(cfg.batch_size)]
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
                 loss_sum, n, factors = batch_loss(model, net, encoded, batch, pad_id)
+            assert factors is not None  # a hypernetwork is given, so the batch made factors
             lm_loss = loss_sum.float() / max(n, 1)
             penalty = delta_sq_norm({k: (A.float(), B.float()) for k, (A, B) in factors.items()}).mean()
             loss = lm_loss + cfg.l2 * penalty

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -72,15 +73,23 @@ class Sandbox(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-def open_sandbox(kind: str, repo: Path, limits: SandboxLimits | None = None, image: str | None = None) -> Sandbox:
+class SandboxKind(str, Enum):
+    """The sandbox backends: a Docker container, or a bubblewrap jail on the host."""
+
+    docker = "docker"
+    bwrap = "bwrap"
+
+
+def open_sandbox(kind: SandboxKind | str, repo: Path, limits: SandboxLimits | None = None, image: str | None = None) -> Sandbox:
     """Opens a sandbox of the named backend ("docker" or "bwrap") holding a copy of repo."""
     limits = limits or SandboxLimits()
+    kind = kind.value if isinstance(kind, SandboxKind) else kind
     if kind == "docker":
-        from sandbox.docker_backend import DockerSandbox
+        from skillgraft.sandbox.docker_backend import DockerSandbox
 
         return DockerSandbox(repo, limits, image=image)
     if kind == "bwrap":
-        from sandbox.bwrap_backend import BwrapSandbox
+        from skillgraft.sandbox.bwrap_backend import BwrapSandbox
 
         return BwrapSandbox(repo, limits)
     raise SandboxError(f"unknown sandbox backend {kind!r}: choose 'docker' or 'bwrap'")

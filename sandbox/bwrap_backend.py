@@ -18,10 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from sandbox.base import AGENT_ENV, WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable
-from sandbox.exec_server import OutputCap, collect
-from sandbox.git_state import GIT_START
-from sandbox.lifecycle import TrackedSandbox, register
+from skillgraft.sandbox.base import AGENT_ENV, WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable
+from skillgraft.sandbox.exec_server import OutputCap, collect
+from skillgraft.sandbox.git_state import GIT_START
+from skillgraft.sandbox.lifecycle import TrackedSandbox, register
 
 HIDDEN = ("/root", "/home", "/run", "/tmp")  # secrets, sockets and scratch of the host stay out
 SPECIAL = {"proc", "dev", "sys"}
@@ -157,6 +157,7 @@ class BwrapSandbox(TrackedSandbox):
             except ProcessLookupError:
                 pass
         proc.wait()
+        assert proc.stdout is not None  # piped above
         proc.stdout.close()
         output, elided = cap.result()
         code = proc.returncode

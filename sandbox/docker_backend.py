@@ -14,15 +14,16 @@ from pathlib import Path
 
 import docker
 import docker.errors
+from docker.models.containers import Container
 
-from sandbox.base import AGENT_ENV, WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable
-from sandbox.copy_in import repo_tarball
-from sandbox.engine_retry import transient_retry
-from sandbox.git_state import GIT_START
-from sandbox.image import IMAGE_TAG, engine, image_exists
-from sandbox.lifecycle import TrackedSandbox, owner_labels, register
-from sandbox.rootfs import AGENT_UID
-from sandbox.server_channel import ServerChannel, ServerGone
+from skillgraft.sandbox.base import AGENT_ENV, WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable
+from skillgraft.sandbox.copy_in import repo_tarball
+from skillgraft.sandbox.engine_retry import transient_retry
+from skillgraft.sandbox.git_state import GIT_START
+from skillgraft.sandbox.image import IMAGE_TAG, engine, image_exists
+from skillgraft.sandbox.lifecycle import TrackedSandbox, owner_labels, register
+from skillgraft.sandbox.rootfs import AGENT_UID
+from skillgraft.sandbox.server_channel import ServerChannel, ServerGone
 
 SERVER_SOURCE = Path(__file__).with_name("exec_server.py").read_bytes()
 SERVER_PATH = "opt/skillgraft/exec_server.py"  # root-owned in the container: the agent cannot alter it
@@ -45,7 +46,7 @@ class DockerSandbox(TrackedSandbox):
         self.repo = Path(repo)
         self.limits = limits or SandboxLimits()
         self.image = image or IMAGE_TAG
-        self.container = None
+        self.container: Container | None = None
         self._channel: ServerChannel | None = None
         self._ids = itertools.count(1)
         self._lock = threading.Lock()  # one request at a time on the channel, whichever thread asks
@@ -70,21 +71,21 @@ class DockerSandbox(TrackedSandbox):
 
     def _open(self) -> None:
         archive = repo_tarball(self.repo, WORKDIR.lstrip("/"), AGENT_UID, {SERVER_PATH: SERVER_SOURCE})
-        self.container = self._create()
-        transient_retry(self.container.put_archive)("/", archive)
+        self.container = container = self._create()
+        transient_retry(container.put_archive)("/", archive)
         # The server is the container's own process: attaching before start saves the exec that
         # would otherwise launch it, and nothing it writes is missed.
         attached = transient_retry(self.client.api.attach_socket)(
-            self.container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
         )
         self._channel = ServerChannel(attached)
-        transient_retry(self.container.start)()
+        transient_retry(container.start)()
         # The server answers in order, so the start snapshot is taken before any later command
         # runs; its answer is collected then, while the caller meanwhile does its own work
         # (an agent asks its model for the first command).
         self._pending = [self._send({"op": "ping"}), self._send({"command": GIT_START, "timeout": START_TIMEOUT})]
 
-    def _create(self):
+    def _create(self) -> Container:
         limits = self.limits
         return transient_retry(self.client.containers.create)(
             self.image,
@@ -111,7 +112,7 @@ class DockerSandbox(TrackedSandbox):
     def _send(self, request: dict) -> int:
         request_id = next(self._ids)
         try:
-            self._channel.send(self._message(request_id, request))
+            self._live_channel().send(self._message(request_id, request))
         except ServerGone as gone:
             raise SandboxError(f"the command server in the sandbox is gone: {gone}") from gone
         return request_id
@@ -124,7 +125,7 @@ class DockerSandbox(TrackedSandbox):
     def _settle(self) -> None:
         while self._pending:
             try:
-                reply = self._channel.receive(time.monotonic() + START_TIMEOUT + self.backstop)
+                reply = self._live_channel().receive(time.monotonic() + START_TIMEOUT + self.backstop)
             except ServerGone as gone:
                 raise SandboxError(f"the command server in the sandbox did not start: {gone}") from gone
             if reply.get("id") != self._pending.pop(0) or "error" in reply:
@@ -135,7 +136,7 @@ class DockerSandbox(TrackedSandbox):
     def _start_server(self) -> ServerChannel:
         """A second server, started by exec, for when the first stopped answering."""
         exec_id = transient_retry(self.client.api.exec_create)(
-            self.container.id, SERVER_COMMAND, stdin=True, stdout=True, stderr=True, user="root", workdir=WORKDIR,
+            self._live_container().id, SERVER_COMMAND, stdin=True, stdout=True, stderr=True, user="root", workdir=WORKDIR,
         )["Id"]
         channel = ServerChannel(transient_retry(self.client.api.exec_start)(exec_id, socket=True))
         self._ping(channel)
@@ -150,6 +151,16 @@ class DockerSandbox(TrackedSandbox):
             raise SandboxError(f"the command server in the sandbox did not start: {gone}") from gone
         if reply.get("id") != request_id:
             raise SandboxError(f"the command server in the sandbox answered {reply!r}")
+
+    def _live_container(self) -> Container:
+        if self.container is None:
+            raise SandboxError("the sandbox's container was never created")
+        return self.container
+
+    def _live_channel(self) -> ServerChannel:
+        if self._channel is None:
+            raise SandboxError("the sandbox is closed")
+        return self._channel
 
     # -- the Sandbox protocol ----------------------------------------------------------------
 
@@ -181,11 +192,12 @@ class DockerSandbox(TrackedSandbox):
         if self._channel is not None:
             self._channel.close()
             self._channel = None
+        container = self._live_container()
         try:
-            self.container.reload()
-            if self.container.status != "running":
-                raise SandboxError(f"the sandbox container stopped ({self.container.status}): {why}")
-            self.container.exec_run(["pkill", "-KILL", "-u", str(AGENT_UID)], user="root")
+            container.reload()
+            if container.status != "running":
+                raise SandboxError(f"the sandbox container stopped ({container.status}): {why}")
+            container.exec_run(["pkill", "-KILL", "-u", str(AGENT_UID)], user="root")
             self._channel = self._start_server()
         except docker.errors.DockerException as exc:
             raise SandboxError(f"the sandbox became unusable: {why}; {exc}") from exc

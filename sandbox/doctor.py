@@ -10,8 +10,8 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from sandbox.base import SandboxUnavailable
-from sandbox.image import IMAGE_TAG, engine, image_exists
+from skillgraft.sandbox.base import SandboxUnavailable
+from skillgraft.sandbox.image import IMAGE_TAG, engine, image_exists
 
 
 @dataclass(frozen=True)

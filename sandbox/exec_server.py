@@ -145,6 +145,7 @@ def collect(proc: subprocess.Popen, deadline: float, cap: OutputCap) -> bool:
     When bash has exited but a background child still holds the pipe, reading stops after a
     short silence rather than at the deadline: the child is left running, its later output lost.
     """
+    assert proc.stdout is not None, "collect reads a process started with stdout=PIPE"
     fd = proc.stdout.fileno()
     exited_at = None
     while True:
@@ -212,6 +213,7 @@ def run(request: dict, user: dict) -> dict:
     if timed_out:
         kill_tree(proc.pid, user["uid"], since)
         proc.wait()
+    assert proc.stdout is not None  # start() pipes it
     proc.stdout.close()
     output, elided = cap.result()
     code = proc.returncode

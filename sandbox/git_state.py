@@ -8,7 +8,7 @@ ignored ones do not. A folder that is not a repository yet gets one, with a firs
 import shlex
 from collections.abc import Sequence
 
-from sandbox.base import SandboxError
+from skillgraft.sandbox.base import SandboxError
 
 IDENTITY = "-c user.name=agent -c user.email=agent@sandbox"
 

@@ -1,7 +1,6 @@
 """The sandbox image: use the tag if present, else build the Dockerfile, else import a debootstrapped rootfs."""
 from __future__ import annotations
 
-import os
 import time
 import urllib.error
 import urllib.request
@@ -12,8 +11,8 @@ from typing import Callable
 import docker
 import docker.errors
 
-from sandbox.base import SandboxUnavailable
-from sandbox.rootfs import AGENT_USER, PACKAGES, ImageBuildError, build_rootfs_tarball
+from skillgraft.sandbox.base import SandboxUnavailable
+from skillgraft.sandbox.rootfs import AGENT_USER, PACKAGES, ImageBuildError, build_rootfs_tarball
 
 IMAGE_TAG = "skillgraft-sandbox:1"
 BASE_IMAGE = "debian:bookworm-slim"
@@ -127,7 +126,7 @@ def ensure_image(
     rebuild: bool = False,
     fresh_rootfs: bool = False,
     method: str = "auto",
-    cache_dir: Path | None = None,
+    cache_dir: Path,
     report: Report = lambda message: None,
 ) -> ImageOutcome:
     """Returns the sandbox image, building it when missing or when rebuild is asked.
@@ -143,8 +142,7 @@ def ensure_image(
     if previous and not rebuild:
         return ImageOutcome(tag, "existing", previous, 0.0)
 
-    # The CLI passes its home's cache; called alone, the same place is found from the environment.
-    cache_dir = Path(cache_dir or Path(os.environ.get("SKILLGRAFT_HOME") or Path.home() / ".skillgraft") / "cache")
+    cache_dir = Path(cache_dir)  # the home's cache folder: the build log and the bootstrapped rootfs
     cache_dir.mkdir(parents=True, exist_ok=True)
     log = cache_dir / "sandbox-build.log"
     with log.open("a") as sink:

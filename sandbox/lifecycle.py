@@ -12,8 +12,8 @@ import socket
 import threading
 from collections.abc import Sequence
 
-from sandbox.base import LABEL
-from sandbox.git_state import read_diff, restore_files
+from skillgraft.sandbox.base import LABEL, ExecResult, SandboxLimits
+from skillgraft.sandbox.git_state import read_diff, restore_files
 
 OWNER_PID = "skillgraft.owner.pid"
 OWNER_HOST = "skillgraft.owner.host"
@@ -92,6 +92,10 @@ class TrackedSandbox:
     removal at interpreter exit. A backend supplies `_run`, `limits` and `_release()`."""
 
     _closed = False
+    limits: SandboxLimits
+
+    def _run(self, command: str, timeout: float, output_limit: int) -> ExecResult:
+        raise NotImplementedError
 
     def diff(self) -> str:
         return read_diff(self._run, max(60.0, self.limits.command_timeout))

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 import docker
 import docker.errors
 
-from sandbox.base import LABEL
-from sandbox.image import engine
-from sandbox.lifecycle import OWNER_HOST, OWNER_PID, owner_alive
+from skillgraft.sandbox.base import LABEL
+from skillgraft.sandbox.image import engine
+from skillgraft.sandbox.lifecycle import OWNER_HOST, OWNER_PID, owner_alive
 
 
 @dataclass(frozen=True)

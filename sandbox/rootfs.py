@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Sequence
 
-from sandbox.apt_sources import AptSource, debian_mirror
-from sandbox.base import SandboxError
+from skillgraft.sandbox.apt_sources import AptSource, debian_mirror
+from skillgraft.sandbox.base import SandboxError
 
 SUITE = "bookworm"
 PACKAGES = ("python3", "python3-pytest", "git", "patch", "procps")

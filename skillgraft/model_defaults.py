@@ -13,11 +13,11 @@ from skillgraft.settings import DEFAULT_MODEL, Settings
 
 def load_model(settings: Settings, spec: str | None, *, progress: bool = True):
     """The model a spec names (default: the bundled SkillWorld model, assembled on first use)."""
-    from agent.models.factory import make_model
+    from skillgraft.agent.models.factory import make_model
 
     spec = spec or DEFAULT_MODEL
     if spec == DEFAULT_MODEL:
-        from skillworld.default_model import ensure_policy
+        from skillgraft.skillworld.default_model import ensure_policy
 
         ensure_policy(settings.models, show_progress=progress)
     return make_model(spec, models_dir=settings.models)
@@ -34,7 +34,7 @@ def hypernet_for(settings: Settings, spec: str | None, given: Path | None = None
             raise FileNotFoundError(f"hypernetwork checkpoint {given} does not exist")
         return Path(given)
     if (spec or DEFAULT_MODEL) == DEFAULT_MODEL:
-        from skillworld.default_model import ensure_hypernet
+        from skillgraft.skillworld.default_model import ensure_hypernet
 
         return ensure_hypernet(settings.models, show_progress=progress)
     path = settings.models / "hypernet"

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_MODEL = "skillworld"
-DEFAULT_SANDBOX = "docker"
 
 
 @dataclass(frozen=True)

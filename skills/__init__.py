@@ -1,7 +1,7 @@
 """The skill store: versioned SKILL.md skills, adapters, trajectories, scores and CycleQD state in one database."""
-from skills.errors import ArtifactError, NotFound, Problem, SkillFormatError, StaleVersion, StoreError
-from skills.retrieval import SearchHit
-from skills.schema import (
+from skillgraft.skills.errors import ArtifactError, NotFound, Problem, SkillFormatError, StaleVersion, StoreError
+from skillgraft.skills.retrieval import SearchHit
+from skillgraft.skills.schema import (
     Adapter,
     AdapterKind,
     ArchiveEntry,
@@ -14,8 +14,8 @@ from skills.schema import (
     SubjectKind,
     Trajectory,
 )
-from skills.store import SkillSummary, Store
-from skills.versions import ImportReport
+from skillgraft.skills.store import SkillSummary, Store
+from skillgraft.skills.versions import ImportReport
 
 AdapterRecord = Adapter
 

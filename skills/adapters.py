@@ -8,15 +8,17 @@ an old artifact, so history is never rewritten.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import func, select
+from sqlmodel import col, func, select
 
-from skills.db import retrying
-from skills.errors import NotFound, StaleVersion, StoreError
-from skills.schema import Adapter, AdapterKind, SkillVersion
+from skillgraft.skills.db import retrying
+from skillgraft.skills.errors import NotFound, StaleVersion, StoreError
+from skillgraft.skills.schema import Adapter, AdapterKind, SkillVersion
+from skillgraft.skills.versions import SkillVersions
 
 AdapterRecord = Adapter
 GLOBAL = "global"
@@ -27,12 +29,12 @@ def _peft_config(folder: Path) -> dict[str, Any]:
     return json.loads(config.read_text()) if config.is_file() else {}
 
 
-class Adapters:
-    """Mixin of Store: needs self.db and self.artifacts."""
+class Adapters(SkillVersions):
+    """Store's adapters; a compiled skill's adapter is named after its skill version."""
 
     def add_adapter(
         self,
-        folder: Path,
+        folder: Path | Mapping[str, bytes],
         kind: str | AdapterKind,
         base_fingerprint: str,
         rank: int,
@@ -44,14 +46,15 @@ class Adapters:
         name: Optional[str] = None,
         parent_id: Optional[int] = None,
     ) -> Adapter:
-        """Copies the adapter folder into the artifact store, then records it as the next version of `name`.
+        """Writes the adapter into the artifact store, then records it as the next version of `name`.
 
-        `name` defaults to the skill's name for a compiled skill, else to the kind.
+        `folder` is a PEFT folder to copy, or its files by name as bytes (written once, straight
+        into the store). `name` defaults to the skill's name for a compiled skill, else to the kind.
         """
         kind = AdapterKind(kind).value
         if name is None:
             name = self.version(skill_version_id).skill_name if skill_version_id is not None else kind
-        artifact = self.artifacts.put_dir(Path(folder))
+        artifact = self.artifacts.put_files(folder) if isinstance(folder, Mapping) else self.artifacts.put_dir(Path(folder))
 
         def insert() -> Adapter:
             with self.db.write() as s:
@@ -77,7 +80,7 @@ class Adapters:
         return row
 
     def adapters(self, kind: Optional[str] = None, name: Optional[str] = None) -> list[Adapter]:
-        q = select(Adapter).order_by(Adapter.name, Adapter.version)
+        q = select(Adapter).order_by(col(Adapter.name), col(Adapter.version))
         if kind is not None:
             q = q.where(Adapter.kind == AdapterKind(kind).value)
         if name is not None:
@@ -98,7 +101,7 @@ class Adapters:
             select(Adapter)
             .where(Adapter.kind == AdapterKind.skill.value, Adapter.skill_version_id == skill_version_id,
                    Adapter.hypernet_ckpt == hypernet_ckpt)
-            .order_by(Adapter.id.desc())
+            .order_by(col(Adapter.id).desc())
         )
         with self.db.read() as s:
             return s.exec(q).first()
@@ -163,6 +166,7 @@ class Adapters:
                 if target is None:
                     raise NotFound(f"no version {to_version} of global adapter {name!r}")
                 head = _latest(s, name)
+                assert head is not None, "the target is a version of this global adapter"
                 row = Adapter(
                     name=name, version=head.version + 1, kind=target.kind, base_fingerprint=target.base_fingerprint,
                     rank=target.rank, alpha=target.alpha, target_modules=list(target.target_modules),
@@ -176,5 +180,5 @@ class Adapters:
 
 
 def _latest(s, name: str) -> Optional[Adapter]:  # noqa: ANN001
-    q = select(Adapter).where(Adapter.name == name, Adapter.kind == AdapterKind.global_.value).order_by(Adapter.version.desc())
+    q = select(Adapter).where(Adapter.name == name, Adapter.kind == AdapterKind.global_.value).order_by(col(Adapter.version).desc())
     return s.exec(q).first()

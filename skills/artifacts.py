@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Iterable, Mapping
 
-from skills.errors import ArtifactError
-from skills.owner import pid_gone, this_process
+from skillgraft.skills.errors import ArtifactError
+from skillgraft.skills.owner import pid_gone, this_process
 
 CHUNK = 1 << 20
 FileSource = Path | bytes | str

@@ -19,7 +19,7 @@ from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, SQLModel
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from skills import schema  # noqa: F401  (registers the tables on SQLModel.metadata)
+from skillgraft.skills import schema  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 BUSY_TIMEOUT_S = 30.0
 T = TypeVar("T")

@@ -79,7 +79,7 @@ class MiniLMEmbedder:
                 import onnxruntime
                 from tokenizers import Tokenizer
 
-                from skills.onnx_export import exported_encoder
+                from skillgraft.skills.onnx_export import exported_encoder
 
                 folder = self.model_dir or minilm_path()
                 graph = exported_encoder(folder, self.cache_dir or encoder_cache(_fallback_cache()))
@@ -94,7 +94,7 @@ class MiniLMEmbedder:
         return self._session, self._tokenizer
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        out: np.ndarray = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
         session, tokenizer = self._load()

@@ -19,7 +19,7 @@ from typing import Iterable, Protocol
 import numpy as np
 from sqlalchemy import bindparam, text as sql
 
-from skills.db import Database
+from skillgraft.skills.db import Database
 
 _TOKEN = re.compile(r"\w+")
 # Words that match nearly every skill cost FTS time and carry no signal.
@@ -164,7 +164,7 @@ class MemoryBM25:
         if not parts_ids or scale <= 0:
             return []
         uniq, inverse = np.unique(np.concatenate(parts_ids), return_inverse=True)
-        total = np.zeros(len(uniq), dtype=np.float32)
+        total: np.ndarray = np.zeros(len(uniq), dtype=np.float32)
         np.add.at(total, inverse, np.concatenate(parts_scores))
         top = np.argsort(-total)[:limit]
         return [(int(uniq[i]), min(1.0, float(total[i]) / scale)) for i in top]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from sqlmodel import select
 
-from skills.schema import Adapter, SkillVersion, Trajectory
+from skillgraft.skills.runs import Runs
+from skillgraft.skills.schema import Adapter, SkillVersion, Trajectory, saved_id
 
 
 @dataclass(frozen=True)
@@ -42,15 +43,17 @@ class GcReport:
     freed_bytes: int = 0
 
 
-class Maintenance:
-    """Mixin of Store: needs self.db and self.artifacts."""
+class Maintenance(Runs):
+    """Store's consistency check and garbage collection; a check also closes interrupted sessions."""
 
     def _referenced(self) -> list[tuple[str, int, str, str | None]]:
         """(table, row id, artifact hash, file that must be inside) for every row naming an artifact."""
         with self.db.read() as s:
-            refs = [("skillversion", i, h, None) for i, h in s.exec(select(SkillVersion.id, SkillVersion.resources_hash)) if h]
-            refs += [("adapter", i, h, None) for i, h in s.exec(select(Adapter.id, Adapter.artifact_hash))]
-            refs += [("trajectory", i, h, f) for i, h, f in s.exec(select(Trajectory.id, Trajectory.artifact_hash, Trajectory.file_name))]
+            refs: list[tuple[str, int, str, str | None]] = [
+                ("skillversion", saved_id(i), h, None) for i, h in s.exec(select(SkillVersion.id, SkillVersion.resources_hash)) if h]
+            refs += [("adapter", saved_id(i), h, None) for i, h in s.exec(select(Adapter.id, Adapter.artifact_hash))]
+            refs += [("trajectory", saved_id(i), h, f)
+                     for i, h, f in s.exec(select(Trajectory.id, Trajectory.artifact_hash, Trajectory.file_name))]
         return refs
 
     def check(self, verify: bool = False) -> CheckReport:
@@ -72,7 +75,9 @@ class Maintenance:
                     report.corrupt.append(MissingFile(table, row_id, h, "content does not match its hash"))
         report.orphans = sorted(present - {h for _, _, h, _ in refs})
         report.leftovers = [left.path for left in self.artifacts.leftovers()]
-        report.interrupted = [self.close_interrupted(row.id).id for row in self.interrupted_sessions()]
+        report.interrupted = [saved_id(row.id) for row in self.interrupted_sessions()]
+        for session_id in report.interrupted:
+            self.close_interrupted(session_id)
         return report
 
     def gc(self, grace_s: float = 3600.0, dry_run: bool = False) -> GcReport:

@@ -4,19 +4,20 @@ from __future__ import annotations
 import json
 from typing import Optional, Sequence
 
-from sqlmodel import select
+from sqlmodel import col, select
 
-from skills.db import retrying
-from skills.errors import NotFound
-from skills.schema import ArchiveEntry, QdRun, ScoreCache, utcnow
+from skillgraft.skills.db import retrying
+from skillgraft.skills.errors import NotFound
+from skillgraft.skills.schema import ArchiveEntry, QdRun, ScoreCache, utcnow
+from skillgraft.skills.store_parts import StorePart
 
 
 def cell_key(cell: Sequence[int]) -> str:
     return json.dumps([int(c) for c in cell])
 
 
-class QualityDiversity:
-    """Mixin of Store: needs self.db."""
+class QualityDiversity(StorePart):
+    """Store's CycleQD runs, archives and score cache."""
 
     def create_qd_run(self, config: dict) -> QdRun:
         with self.db.write() as s:
@@ -33,7 +34,7 @@ class QualityDiversity:
 
     def qd_runs(self) -> list[QdRun]:
         with self.db.read() as s:
-            return list(s.exec(select(QdRun).order_by(QdRun.id)).all())
+            return list(s.exec(select(QdRun).order_by(col(QdRun.id))).all())
 
     def update_qd_run(self, run_id: int, generation: int, state: dict) -> QdRun:
         """Saves the loop's position so a stopped run resumes where it was."""

@@ -12,19 +12,25 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 from sqlmodel import col, func, select
+from sqlmodel.sql.expression import Select
 
-from skills.db import Database
-from skills.embedder import Embedder, embedding_key, skill_text
-from skills.lexical import FtsLexical, LexicalIndex, MemoryBM25
-from skills.schema import Embedding, SkillVersion
+from skillgraft.skills.db import Database
+from skillgraft.skills.embedder import Embedder, embedding_key, skill_text
+from skillgraft.skills.lexical import FtsLexical, LexicalIndex, MemoryBM25
+from skillgraft.skills.schema import Embedding, SkillVersion, saved_id
 
 LEXICAL_WEIGHT = 0.3
 LEXICAL_POOL = 100
 _CHUNK = 500
+
+
+def _select(*columns: Any) -> Select[*tuple[Any, ...]]:
+    """select() over more columns than sqlmodel's overloads type (four); the same statement at run time."""
+    return Select(*columns)
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,7 @@ class Retriever:
         self.lexical_weight = lexical_weight
         self.lexical: LexicalIndex = FtsLexical(db) if db.has_fts else MemoryBM25()
         self._lock = threading.RLock()
-        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._matrix: np.ndarray = np.zeros((0, 0), dtype=np.float32)
         self._n = 0
         self._row_of: dict[int, int] = {}  # skill id -> matrix row
         self._skill_of_row: list[int] = []
@@ -123,25 +129,26 @@ class Retriever:
         """Brings the matrix up to the database; returns how many skills changed."""
         with self._lock:
             with self.db.engine.connect() as conn:  # a bare connection: this check runs on every search
+                count: Optional[int] = None
                 if self.db.is_sqlite:
                     # One writer at a time: version ids become visible in order, the newest id says it all.
-                    newest, count = conn.execute(select(func.max(SkillVersion.id))).scalar() or 0, None
+                    newest = conn.execute(select(func.max(SkillVersion.id))).scalar()
                 else:
                     # Concurrent writers can commit a lower id after a higher one; the count shows the gap.
                     count, newest = conn.execute(select(func.count(), func.max(SkillVersion.id))).one()
-                    newest = newest or 0
+            newest = newest or 0
             gap = count is not None and count != self._seen
             if newest <= self._watermark and not gap:
                 return 0
             columns = (SkillVersion.id, SkillVersion.skill_id, SkillVersion.skill_name, SkillVersion.number,
                        SkillVersion.description, SkillVersion.body)
             with self.db.read() as s:
-                rows = list(s.exec(select(*columns).where(SkillVersion.id > self._watermark, SkillVersion.id <= newest)))
+                rows = list(s.exec(_select(*columns).where(col(SkillVersion.id) > self._watermark, col(SkillVersion.id) <= newest)))
                 if gap and self._seen_ids:
-                    late = set(s.exec(select(SkillVersion.id).where(SkillVersion.id <= self._watermark))) - self._seen_ids
-                    late_ids = sorted(late)
+                    known = s.exec(select(SkillVersion.id).where(col(SkillVersion.id) <= self._watermark))
+                    late_ids = sorted({saved_id(i) for i in known} - self._seen_ids)
                     for i in range(0, len(late_ids), _CHUNK):
-                        rows += s.exec(select(*columns).where(col(SkillVersion.id).in_(late_ids[i : i + _CHUNK])))
+                        rows += s.exec(_select(*columns).where(col(SkillVersion.id).in_(late_ids[i : i + _CHUNK])))
             latest: dict[int, _Doc] = {}
             for vid, sid, name, number, desc, body in rows:
                 if number > self._number_of.get(sid, 0) and (sid not in latest or number > latest[sid].number):
@@ -212,10 +219,10 @@ class Retriever:
         Kept as the baseline the benchmark measures the cache against.
         """
         with self.db.read() as s:
-            newest = select(SkillVersion.skill_id, func.max(SkillVersion.number).label("n")).group_by(SkillVersion.skill_id).subquery()
-            rows = s.exec(select(SkillVersion.id, SkillVersion.skill_id, SkillVersion.skill_name, SkillVersion.description,
-                                 SkillVersion.body).join(newest, (SkillVersion.skill_id == newest.c.skill_id)
-                                                         & (SkillVersion.number == newest.c.n))).all()
+            newest = select(SkillVersion.skill_id, func.max(SkillVersion.number).label("n")).group_by(col(SkillVersion.skill_id)).subquery()
+            rows = s.exec(_select(SkillVersion.id, SkillVersion.skill_id, SkillVersion.skill_name, SkillVersion.description,
+                                  SkillVersion.body).join(newest, (col(SkillVersion.skill_id) == newest.c.skill_id)
+                                                          & (col(SkillVersion.number) == newest.c.n))).all()
         if not rows:
             return []
         vectors = self.embed_texts([skill_text(name, desc, body) for _, _, name, desc, body in rows])

@@ -6,16 +6,19 @@ from typing import Optional, Sequence
 
 from sqlmodel import col, select
 
-from skills.errors import NotFound
-from skills.owner import owner_gone, this_process
-from skills.schema import Score, Session, SkillVersion, SubjectKind, Trajectory, TrajectoryAdapter, TrajectorySkill, utcnow
+from skillgraft.skills.errors import NotFound
+from skillgraft.skills.owner import owner_gone, this_process
+from skillgraft.skills.schema import (
+    Score, Session, SkillVersion, SubjectKind, Trajectory, TrajectoryAdapter, TrajectorySkill, saved_id, utcnow,
+)
+from skillgraft.skills.store_parts import StorePart
 
 
 OWNER = "owner"
 
 
-class Runs:
-    """Mixin of Store: needs self.db and self.artifacts."""
+class Runs(StorePart):
+    """Store's sessions, trajectories and scores."""
 
     # ---- sessions ----------------------------------------------------------------------------
     # A session's config records its owner (host and process, under OWNER). A session with no end
@@ -31,7 +34,7 @@ class Runs:
     def interrupted_sessions(self) -> list[Session]:
         """Sessions never ended whose owning process (on this host) is gone."""
         with self.db.read() as s:
-            open_rows = list(s.exec(select(Session).where(col(Session.ended_at).is_(None)).order_by(Session.id)).all())
+            open_rows = list(s.exec(select(Session).where(col(Session.ended_at).is_(None)).order_by(col(Session.id))).all())
         return [row for row in open_rows if owner_gone((row.config or {}).get(OWNER))]
 
     def close_interrupted(self, session_id: int) -> Session:
@@ -54,7 +57,7 @@ class Runs:
             if not (interrupted or (row.ended_at is None and owner_gone((row.config or {}).get(OWNER)))):
                 return None  # the newest run of this config finished (or is running): nothing to resume
             with self.db.write() as s:
-                row = s.get(Session, row.id)
+                row = _session_row(s, saved_id(row.id))
                 row.config, row.summary, row.ended_at = {**row.config, OWNER: this_process()}, None, None
                 s.add(row)
             return row
@@ -62,9 +65,7 @@ class Runs:
 
     def end_session(self, session_id: int, summary: dict) -> Session:
         with self.db.write() as s:
-            row = s.get(Session, session_id)
-            if row is None:
-                raise NotFound(f"no session with id {session_id}")
+            row = _session_row(s, session_id)
             row.summary, row.ended_at = dict(summary), utcnow()
             s.add(row)
         return row
@@ -77,7 +78,7 @@ class Runs:
         return row
 
     def sessions(self, kind: Optional[str] = None) -> list[Session]:
-        q = select(Session).order_by(Session.id)
+        q = select(Session).order_by(col(Session.id))
         if kind is not None:
             q = q.where(Session.kind == kind)
         with self.db.read() as s:
@@ -111,8 +112,9 @@ class Runs:
             )
             s.add(row)
             s.flush()
-            s.add_all(TrajectorySkill(trajectory_id=row.id, skill_version_id=int(v)) for v in dict.fromkeys(skill_version_ids))
-            s.add_all(TrajectoryAdapter(trajectory_id=row.id, adapter_id=int(a)) for a in dict.fromkeys(adapter_ids))
+            row_id = saved_id(row.id)
+            s.add_all(TrajectorySkill(trajectory_id=row_id, skill_version_id=int(v)) for v in dict.fromkeys(skill_version_ids))
+            s.add_all(TrajectoryAdapter(trajectory_id=row_id, adapter_id=int(a)) for a in dict.fromkeys(adapter_ids))
         return row
 
     def trajectory(self, trajectory_id: int) -> Trajectory:
@@ -135,7 +137,7 @@ class Runs:
         if skill is not None:
             used = (
                 select(TrajectorySkill.trajectory_id)
-                .join(SkillVersion, SkillVersion.id == TrajectorySkill.skill_version_id)
+                .join(SkillVersion, col(SkillVersion.id) == TrajectorySkill.skill_version_id)
                 .where(SkillVersion.skill_name == skill)
             )
             q = q.where(col(Trajectory.id).in_(used))
@@ -172,7 +174,7 @@ class Runs:
         condition: Optional[str] = None,
         session_id: Optional[int] = None,
     ) -> list[Score]:
-        q = select(Score).order_by(Score.id)
+        q = select(Score).order_by(col(Score.id))
         if subject_kind is not None:
             q = q.where(Score.subject_kind == SubjectKind(subject_kind).value)
         if subject_id is not None:
@@ -186,3 +188,10 @@ class Runs:
             q = q.where(Score.session_id == session_id)
         with self.db.read() as s:
             return list(s.exec(q).all())
+
+
+def _session_row(s, session_id: int) -> Session:  # noqa: ANN001
+    row = s.get(Session, session_id)
+    if row is None:
+        raise NotFound(f"no session with id {session_id}")
+    return row

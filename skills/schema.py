@@ -18,6 +18,13 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def saved_id(row_id: Optional[int]) -> int:
+    """The id of a row read from (or flushed to) the database; only a row never saved has None."""
+    if row_id is None:
+        raise ValueError("this row has not been saved, so it has no id yet")
+    return row_id
+
+
 class Origin(str, Enum):
     imported = "imported"
     authored = "authored"

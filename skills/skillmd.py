@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from skills.errors import Problem, SkillFormatError
+from skillgraft.skills.errors import Problem, SkillFormatError
 
 SKILL_FILE = "SKILL.md"
 RESOURCE_DIRS = ("scripts", "references", "assets")

@@ -4,28 +4,30 @@
     v = store.import_skill(Path("skills/fix-imports"))
     hits = store.search("ImportError when running pytest", k=3)
 
-Each area of the API lives in its own module (versions, adapters, runs, qd, maintenance);
-Store puts them together over a shared Database and ArtifactStore.
+Each area of the API lives in its own module (versions, adapters, runs, qd, maintenance), a
+part built on StorePart (store_parts.py); Adapters builds on SkillVersions and Maintenance on
+Runs, whose methods they call. Store puts the parts together over a shared Database and
+ArtifactStore.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, cast
 
 from sqlmodel import col, func, select
 
-from skills.adapters import Adapters
-from skills.artifacts import ArtifactStore
-from skills.db import Database
-from skills.embedder import Embedder, MiniLMEmbedder, encoder_cache
-from skills.maintenance import Maintenance
-from skills.qd import QualityDiversity
-from skills.retrieval import Retriever, SearchHit
-from skills.runs import Runs
-from skills.schema import Score, SkillVersion, SubjectKind, Trajectory, TrajectorySkill
-from skills.versions import SkillVersions
+from skillgraft.skills.adapters import Adapters
+from skillgraft.skills.artifacts import ArtifactStore
+from skillgraft.skills.db import Database
+from skillgraft.skills.embedder import Embedder, MiniLMEmbedder, encoder_cache
+from skillgraft.skills.maintenance import Maintenance
+from skillgraft.skills.qd import QualityDiversity
+from skillgraft.skills.retrieval import Retriever, SearchHit
+from skillgraft.skills.runs import Runs
+from skillgraft.skills.schema import Score, SkillVersion, SubjectKind, Trajectory, TrajectorySkill
+from skillgraft.skills.versions import SkillVersions
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class SkillSummary:
     last_used: Optional[datetime]
 
 
-class Store(SkillVersions, Adapters, Runs, QualityDiversity, Maintenance):
+class Store(Adapters, SkillVersions, Maintenance, Runs, QualityDiversity):
     def __init__(
         self,
         url: str,
@@ -64,7 +66,8 @@ class Store(SkillVersions, Adapters, Runs, QualityDiversity, Maintenance):
         elif callable(embedder) and not hasattr(embedder, "encode"):
             factory = embedder
         else:
-            factory = lambda: embedder  # noqa: E731
+            instance = cast(Embedder, embedder)  # it has .encode: the embedder itself, not a factory
+            factory = lambda: instance  # noqa: E731
         self.retriever = Retriever(self.db, factory)
 
     @classmethod
@@ -108,16 +111,16 @@ class Store(SkillVersions, Adapters, Runs, QualityDiversity, Maintenance):
             counts = dict(s.exec(select(SkillVersion.skill_name, func.count()).group_by(SkillVersion.skill_name)).all())
             uses = dict(s.exec(
                 select(SkillVersion.skill_name, func.count(func.distinct(TrajectorySkill.trajectory_id)))
-                .join(TrajectorySkill, TrajectorySkill.skill_version_id == SkillVersion.id)
+                .join(TrajectorySkill, col(TrajectorySkill.skill_version_id) == SkillVersion.id)
                 .group_by(SkillVersion.skill_name)).all())
             last_used = dict(s.exec(
                 select(SkillVersion.skill_name, func.max(Trajectory.created_at))
-                .join(TrajectorySkill, TrajectorySkill.skill_version_id == SkillVersion.id)
-                .join(Trajectory, Trajectory.id == TrajectorySkill.trajectory_id)
+                .join(TrajectorySkill, col(TrajectorySkill.skill_version_id) == SkillVersion.id)
+                .join(Trajectory, col(Trajectory.id) == TrajectorySkill.trajectory_id)
                 .group_by(SkillVersion.skill_name)).all())
             scored = s.exec(
                 select(SkillVersion.skill_name, Score.score, Score.episodes)
-                .join(Score, (Score.subject_id == SkillVersion.id) & (Score.subject_kind == SubjectKind.skill_version.value))).all()
+                .join(Score, (col(Score.subject_id) == SkillVersion.id) & (col(Score.subject_kind) == SubjectKind.skill_version.value))).all()
         totals: dict[str, list[float]] = {}
         for name, score, episodes in scored:
             t = totals.setdefault(name, [0.0, 0.0])

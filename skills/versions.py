@@ -11,15 +11,16 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional, cast
 
-from sqlalchemy import and_, func, insert, text as sql
-from sqlmodel import col, select
+from sqlalchemy import Table, and_, func, insert, inspect as sa_inspect, text as sql
+from sqlmodel import SQLModel, col, select
 
-from skills import skillmd
-from skills.db import retrying
-from skills.errors import NotFound, Problem, SkillFormatError, StoreError
-from skills.schema import Origin, Skill, SkillVersion, utcnow
+from skillgraft.skills import skillmd
+from skillgraft.skills.db import retrying
+from skillgraft.skills.errors import NotFound, Problem, SkillFormatError, StoreError
+from skillgraft.skills.schema import Origin, Skill, SkillVersion, utcnow
+from skillgraft.skills.store_parts import StorePart
 
 _INHERIT = "inherit"  # resources: keep the parent version's files
 
@@ -52,8 +53,8 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class SkillVersions:
-    """Mixin of Store: needs self.db and self.artifacts."""
+class SkillVersions(StorePart):
+    """Store's skills and their versions."""
 
     # ---- writing -------------------------------------------------------------------------
     def add_version(
@@ -114,7 +115,8 @@ class SkillVersions:
         with self.db.write() as s:
             while pending:
                 names: set[str] = set()
-                now, later = [], []
+                now: list[tuple[int, Draft]] = []
+                later: list[tuple[int, Draft]] = []
                 for item in pending:
                     (later if item[1].name in names else now).append(item)
                     names.add(item[1].name)
@@ -135,9 +137,10 @@ class SkillVersions:
         stamp = utcnow()
         new_skills = [{"name": n, "created_at": stamp} for n in dict.fromkeys(names) if n not in skill_ids]
         if new_skills:
-            table = Skill.__table__
+            table = _table(Skill)
             skill_ids.update((name, sid) for sid, name in conn.execute(insert(table).returning(table.c.id, table.c.name), new_skills))
-        rows, slots = [], []
+        rows: list[dict[str, Any]] = []
+        slots: list[tuple[int, str]] = []
         for i, d in items:
             prev = latest.get(d.name)
             resources = (prev.resources_hash if prev else None) if d.resources_hash == _INHERIT else d.resources_hash
@@ -156,7 +159,7 @@ class SkillVersions:
             slots.append((i, "updated" if prev else "created"))
         if not rows:
             return
-        table = SkillVersion.__table__
+        table = _table(SkillVersion)
         ids = [r[0] for r in conn.execute(insert(table).returning(table.c.id, sort_by_parameter_order=True), rows)]
         loaded: dict[int, SkillVersion] = {}
         for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
@@ -276,11 +279,11 @@ class SkillVersions:
     def versions_from_trajectory(self, trajectory_id: int) -> list[SkillVersion]:
         """The versions summarised from one run."""
         with self.db.read() as s:
-            return list(s.exec(select(SkillVersion).where(SkillVersion.trajectory_id == trajectory_id).order_by(SkillVersion.id)).all())
+            return list(s.exec(select(SkillVersion).where(SkillVersion.trajectory_id == trajectory_id).order_by(col(SkillVersion.id))).all())
 
     def versions(self, name: str) -> list[SkillVersion]:
         with self.db.read() as s:
-            return list(s.exec(select(SkillVersion).where(SkillVersion.skill_name == name).order_by(SkillVersion.number)).all())
+            return list(s.exec(select(SkillVersion).where(SkillVersion.skill_name == name).order_by(col(SkillVersion.number))).all())
 
     def skills(self) -> list[Skill]:
         with self.db.read() as s:
@@ -292,13 +295,18 @@ class SkillVersions:
             return sorted(_latest_by_name(s, None if names is None else list(names)).values(), key=lambda v: v.skill_name)
 
 
+def _table(model: type[SQLModel]) -> Table:
+    """The Core table of a table model (sqlmodel's stubs leave `__table__` undeclared)."""
+    return cast(Table, sa_inspect(model).local_table)
+
+
 def _latest_by_name(s, names: Optional[list[str]]) -> dict[str, SkillVersion]:  # noqa: ANN001
-    newest = select(SkillVersion.skill_id, func.max(SkillVersion.number).label("n")).group_by(SkillVersion.skill_id)
+    newest = select(SkillVersion.skill_id, func.max(SkillVersion.number).label("n")).group_by(col(SkillVersion.skill_id))
     found: dict[str, SkillVersion] = {}
     chunks = [None] if names is None else [names[i : i + 500] for i in range(0, len(names), 500)]
     for chunk in chunks:
         sub = (newest if chunk is None else newest.where(col(SkillVersion.skill_name).in_(chunk))).subquery()
-        q = select(SkillVersion).join(sub, and_(SkillVersion.skill_id == sub.c.skill_id, SkillVersion.number == sub.c.n))
+        q = select(SkillVersion).join(sub, and_(col(SkillVersion.skill_id) == sub.c.skill_id, col(SkillVersion.number) == sub.c.n))
         found.update((v.skill_name, v) for v in s.exec(q).all())
     return found
 

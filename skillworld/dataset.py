@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from skillworld.episodes import Episode, run_episodes
-from skillworld.expert import Step, misspelt_old, plan
-from skillworld.generate import generate
+from skillgraft.skillworld.episodes import Episode, run_episodes
+from skillgraft.skillworld.expert import Step, misspelt_old, plan
+from skillgraft.skillworld.generate import generate
 
 
 def episode_record(ep: Episode) -> dict:

@@ -17,9 +17,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.models.base import ModelError
-from agent.models.bases import ensure_base, file_digest, read_manifest
-from skillworld.recipe import BASE, EPISODE_SETS, POLICY, SKILL_SHARE, EpisodeSet, families_of, policy_digest, world_digest
+from skillgraft.agent.models.base import ModelError
+from skillgraft.agent.models.bases import ensure_base, file_digest, read_manifest
+from skillgraft.skillworld.recipe import BASE, EPISODE_SETS, POLICY, SKILL_SHARE, EpisodeSet, families_of, policy_digest, world_digest
 
 POLICY_NAME = "skillworld"  # the model name, and its folder under the models folder
 SHIPPED = Path(__file__).with_name("shipped")
@@ -51,7 +51,7 @@ def _slug(text: str) -> str:
 
 def build_set(models_dir: Path, episode_set: EpisodeSet,
               progress: Callable[[int, int], None] | None = None) -> list[dict]:
-    from skillworld.dataset import build_episodes
+    from skillgraft.skillworld.dataset import build_episodes
 
     return build_episodes(families_of(episode_set), episode_set.per_family,
                           episode_cache(models_dir, _slug(episode_set.label)), first_seed=episode_set.first_seed,
@@ -72,7 +72,7 @@ def training_records(models_dir: Path, *, show_progress: bool = True) -> list[di
 
 
 def training_conversations(records: list[dict]) -> list[list[dict]]:
-    from skillworld.policy.data import conversations
+    from skillgraft.skillworld.policy.data import conversations
 
     return conversations(records, seed=POLICY.seed, skill_share=SKILL_SHARE)
 
@@ -83,7 +83,7 @@ def training_conversations(records: list[dict]) -> list[list[dict]]:
 def train_policy(models_dir: Path, out: Path | None = None, *, show_progress: bool = True) -> dict:
     """Trains the policy adapter by the recipe into out (default: the models folder's own
     copy, which is then preferred to the shipped one); returns the training report."""
-    from skillworld.policy.lora_policy import train_lora_policy
+    from skillgraft.skillworld.policy.lora_policy import train_lora_policy
 
     base = ensure_base(BASE, models_dir)
     manifest = read_manifest(base) or {}
@@ -179,8 +179,8 @@ def hypernet_texts(records: list[dict], seed: int = 0) -> list[str]:
     induced from one run of every family in the records."""
     import random
 
-    from skillworld import library
-    from skillworld.skill_texts import induced, paraphrase
+    from skillgraft.skillworld import library
+    from skillgraft.skillworld.skill_texts import induced, paraphrase
 
     rng = random.Random(seed)
     texts = [s.body for s in library.every_skill()]
@@ -200,9 +200,9 @@ def hypernet_trajectories(records: list[dict], seed: int = 0) -> list[dict]:
     it), a drill's edit (the adapter must carry it, as a skill-only family's will have to)."""
     import random
 
-    from skillworld.dataset import record_steps
-    from skillworld.expert import messages
-    from skillworld.skill_texts import forms_for
+    from skillgraft.skillworld.dataset import record_steps
+    from skillgraft.skillworld.expert import messages
+    from skillgraft.skillworld.skill_texts import forms_for
 
     rng = random.Random(seed)
     clean = [r for r in records if not r.get("mistake")]
@@ -222,9 +222,9 @@ def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: 
     the models folder's own copy, then preferred to the shipped one); returns the stage-2 folder."""
     from dataclasses import replace
 
-    from hypernet.hypernetwork import HypernetConfig
-    from hypernet.train import TrainConfig, train_stage1, train_stage2
-    from skillworld.recipe import HYPERNET, hypernet_digest
+    from skillgraft.hypernet.hypernetwork import HypernetConfig
+    from skillgraft.hypernet.train import TrainConfig, train_stage1, train_stage2
+    from skillgraft.skillworld.recipe import HYPERNET, hypernet_digest
 
     policy = ensure_policy(models_dir, show_progress=show_progress)
     adapter = policy_adapter(models_dir)
@@ -250,7 +250,7 @@ def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: 
 def ensure_hypernet(models_dir: Path, *, show_progress: bool = True) -> Path:
     """The default model's hypernetwork: one trained under the models folder, else the shipped
     one; StaleArtifactError when it was trained for another recipe, policy or base."""
-    from skillworld.recipe import hypernet_digest
+    from skillgraft.skillworld.recipe import hypernet_digest
 
     adapter = policy_adapter(models_dir)
     own = Path(models_dir) / HYPERNET_DIR / "stage2"

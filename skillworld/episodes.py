@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillworld.expert import Step, plan
-from skillworld.generate import TEST_COMMAND, WorldTask
+from skillgraft.skillworld.expert import Step, plan
+from skillgraft.skillworld.generate import TEST_COMMAND, WorldTask
 
 RUNNER = Path(__file__).with_name("episode_runner.py")
 
@@ -59,7 +59,7 @@ def run_episodes(tasks: Iterable[WorldTask], backend: str = "auto", image: str |
 
 def _image_ready(image: str | None) -> bool:
     try:
-        from sandbox.image import IMAGE_TAG, engine, image_exists
+        from skillgraft.sandbox.image import IMAGE_TAG, engine, image_exists
 
         return image_exists(engine(), image or IMAGE_TAG)
     except Exception:  # no engine, or no image: fall back to the host
@@ -69,8 +69,8 @@ def _image_ready(image: str | None) -> bool:
 def _run_in_image(folder: Path, image: str | None, workers: int) -> None:
     import docker
 
-    from sandbox.image import IMAGE_TAG
-    from sandbox.lifecycle import owner_labels
+    from skillgraft.sandbox.image import IMAGE_TAG
+    from skillgraft.sandbox.lifecycle import owner_labels
 
     client = docker.from_env()
     (folder / "episode_runner.py").write_text(RUNNER.read_text())

@@ -14,10 +14,13 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from evolve.intervals import SuccessRate
-from skillworld import library
-from skillworld.families import GROUPS
-from skillworld.generate import HELDOUT_START, WorldTask, generate
+from skillgraft.agent.loadout import NOTHING, GivenSkill, Loadout, make_loadout
+from skillgraft.agent.models.base import Model
+from skillgraft.agent.seams import SkillCompiler
+from skillgraft.evolve.intervals import SuccessRate
+from skillgraft.skillworld import library
+from skillgraft.skillworld.families import GROUPS
+from skillgraft.skillworld.generate import HELDOUT_START, WorldTask, generate
 
 CONDITIONS = ("none", "context", "parametric", "both")
 
@@ -45,45 +48,43 @@ def episode_skill(family: str, seed: int) -> library.WorldSkill:
     return library.pick(family, random.Random(f"eval:{family}:{seed}"), seed)
 
 
-class AdapterCache:
-    """Compiles each skill paraphrase once per hypernetwork, into a folder kept for the run."""
+def world_compiler(hypernet: Path, policy: Path) -> SkillCompiler:
+    """The compiler of a SkillWorld hypernetwork for the policy it was trained beside."""
+    from skillgraft.hypernet.compile import Compiler
 
-    def __init__(self, hypernet: Path, policy: Path):
-        from hypernet.compile import Compiler
-
-        self.compiler = Compiler.load(hypernet, str(policy))
-        self.folder = Path(tempfile.mkdtemp(prefix="skillworld-adapters-"))
-        self.lock = threading.Lock()
-        self.done: dict[str, Path] = {}
-
-    def __call__(self, skill: library.WorldSkill) -> Path:
-        with self.lock:
-            if skill.name not in self.done:
-                self.done[skill.name] = self.compiler.compile_to_dir(skill.body, self.folder / skill.name)
-            return self.done[skill.name]
+    return Compiler.load(hypernet, str(policy))
 
 
-def run_eval(model_factory: Callable[[WorldTask], object], condition: str, families: Sequence[str], episodes: int,
-             *, workers: int = 2, adapters: Callable[[library.WorldSkill], Path] | None = None,
+def episode_loadout(model: Model, skill: library.WorldSkill, condition: str, compiler: SkillCompiler | None,
+                    cache: Path) -> Loadout:
+    """What an episode under `condition` gets: nothing, or its skill's recipe as the condition says."""
+    if condition == "none":
+        return NOTHING
+    return make_loadout(None, model, [GivenSkill.of_body(skill.name, skill.body)], condition, compiler=compiler, cache=cache)
+
+
+def run_eval(model_factory: Callable[[WorldTask], Model], condition: str, families: Sequence[str], episodes: int,
+             *, workers: int = 2, compiler: SkillCompiler | None = None,
              sandbox: str = "docker", first_seed: int = HELDOUT_START,
              on_result: Callable[[EpisodeResult], None] | None = None) -> list[EpisodeResult]:
     """Runs `episodes` held-out episodes of each family under one condition.
 
     model_factory(task) gives the model for an episode (it may hand back one cached per thread).
+    Each paraphrase is compiled once per run of the evaluation, into a folder kept for it.
     """
-    from agent.runner import run_task
+    from skillgraft.agent.runner import run_task
 
     if condition not in CONDITIONS:
         raise ValueError(f"unknown condition {condition!r}; choose one of {', '.join(CONDITIONS)}")
-    if condition in ("parametric", "both") and adapters is None:
+    if condition in ("parametric", "both") and compiler is None:
         raise ValueError(f"condition {condition!r} needs a hypernetwork to compile skills")
+    cache = Path(tempfile.mkdtemp(prefix="skillworld-adapters-"))
 
     def one(family: str, seed: int) -> EpisodeResult:
         wt = generate(family, seed)
-        skill = episode_skill(family, seed)
-        in_context = [(skill.name, skill.body)] if condition in ("context", "both") else []
-        adapter = adapters(skill) if condition in ("parametric", "both") else None
-        result = run_task(wt.task(), model_factory(wt), sandbox=sandbox, skills=in_context, adapter_dir=adapter)
+        model = model_factory(wt)
+        loadout = episode_loadout(model, episode_skill(family, seed), condition, compiler, cache)
+        result = run_task(wt.task(), model, sandbox=sandbox, loadout=loadout)
         return EpisodeResult(family, seed, condition, result.success, result.steps, result.exit_status)
 
     jobs = [(f, first_seed + i) for i in range(episodes) for f in families]

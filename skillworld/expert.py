@@ -15,10 +15,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent.models.base import ModelReply
-from agent.prompts import SUBMIT_COMMAND, assistant_reply, instance_prompt, observation, system_prompt
-from skillworld.families.base import skill_why
-from skillworld.generate import INSTRUCTION, WorldTask
+from skillgraft.agent.models.base import ModelReply
+from skillgraft.agent.prompts import SUBMIT_COMMAND, assistant_reply, instance_prompt, observation, system_prompt
+from skillgraft.skillworld.families.base import skill_why
+from skillgraft.skillworld.generate import INSTRUCTION, WorldTask
 
 # COLUMNS keeps pytest from cutting the failure message to 80 columns; tail keeps observations short.
 RUN_TESTS = "COLUMNS=150 python3 -m pytest -q --tb=no -rf | tail -n 2"

@@ -8,9 +8,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from skillworld.families import FAMILIES
-from skillworld.families.base import Planted
-from skillworld.names import MODULES, PACKAGES, NamePool
+from skillgraft.skillworld.families import FAMILIES
+from skillgraft.skillworld.families.base import Planted
+from skillgraft.skillworld.names import MODULES, PACKAGES, NamePool
 
 HELDOUT_START = 1_000_000
 INSTRUCTION = "The test suite fails. Fix the code, not the tests."
@@ -49,7 +49,7 @@ class WorldTask:
         }
 
     def task(self):
-        from agent.task import Task
+        from skillgraft.agent.task import Task
 
         return Task.from_dict(self.task_dict(), source=f"<skillworld {self.id}>")
 

@@ -38,7 +38,7 @@ def skills() -> tuple[WorldSkill, ...]:
 
 
 def for_family(family: str) -> list[WorldSkill]:
-    from skillworld.families.drills import BY_FAMILY
+    from skillgraft.skillworld.families.drills import BY_FAMILY
 
     if family in BY_FAMILY:
         drill = BY_FAMILY[family]
@@ -54,8 +54,8 @@ def for_family(family: str) -> list[WorldSkill]:
 def for_task(family: str, seed: int) -> list[WorldSkill]:
     """The skills that fit one task: its family's, or, for a drill whose values are drawn per
     task, skills written from that task's own values."""
-    from skillworld.families.drills import BY_FAMILY
-    from skillworld.generate import generate
+    from skillgraft.skillworld.families.drills import BY_FAMILY
+    from skillgraft.skillworld.generate import generate
 
     if family in BY_FAMILY and BY_FAMILY[family].draw:
         planted = generate(family, seed).planted
@@ -66,7 +66,7 @@ def for_task(family: str, seed: int) -> list[WorldSkill]:
 def every_skill() -> list[WorldSkill]:
     """The shipped skills and every drill's: all the skill text the world has (for a drill
     whose values are drawn per task, the skills of its first few tasks)."""
-    from skillworld.families.drills import BY_FAMILY
+    from skillgraft.skillworld.families.drills import BY_FAMILY
 
     out = list(skills())
     for family, drill in BY_FAMILY.items():

@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
-from skillworld.policy.lora_policy import LoraPolicyConfig
+from skillgraft.skillworld.policy.lora_policy import LoraPolicyConfig
 
 BASE = "smollm2-135m"
 
@@ -64,8 +64,8 @@ HYPERNET = HypernetRecipe()
 
 
 def families_of(episode_set: EpisodeSet) -> list[str]:
-    from skillworld.families import DRILL, GROUPS
-    from skillworld.families.drills import LITERAL_FAMILIES
+    from skillgraft.skillworld.families import DRILL, GROUPS
+    from skillgraft.skillworld.families.drills import LITERAL_FAMILIES
 
     if episode_set.group == "fixed-drill":
         names = [f for f in DRILL if f not in LITERAL_FAMILIES]
@@ -84,11 +84,11 @@ def _digest(*parts: object) -> str:
 @lru_cache(maxsize=1)
 def world_digest() -> str:
     """A digest of everything the expert's episodes show a model, on a sample of each family."""
-    from agent.prompts import assistant_reply, instance_prompt, observation, system_prompt
-    from skillworld import library
-    from skillworld.expert import MISTAKES, misspelt_old, plan
-    from skillworld.families import FAMILIES
-    from skillworld.generate import HELDOUT_START, generate
+    from skillgraft.agent.prompts import assistant_reply, instance_prompt, observation, system_prompt
+    from skillgraft.skillworld import library
+    from skillgraft.skillworld.expert import MISTAKES, misspelt_old, plan
+    from skillgraft.skillworld.families import FAMILIES
+    from skillgraft.skillworld.generate import HELDOUT_START, generate
 
     tasks = []
     for family in sorted(FAMILIES):

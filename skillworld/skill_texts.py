@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import re
 
-from skillworld import library
+from skillgraft.skillworld import library
 
 # Phrase swaps a person rewriting a skill might make; commands in backticks are never touched.
 _SWAPS = [
@@ -53,10 +53,10 @@ def paraphrase(body: str, rng: random.Random) -> str:
 
 def induced(record: dict) -> str:
     """The recipe the offline summariser induces from one of the expert's successful runs (its body)."""
-    from evolve.learn.episode import Episode, Step
-    from evolve.learn.summarise_offline import OfflineSummariser
-    from skills.skillmd import parse
-    from skillworld.generate import generate
+    from skillgraft.evolve.learn.episode import Episode, Step
+    from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
+    from skillgraft.skills.skillmd import parse
+    from skillgraft.skillworld.generate import generate
 
     task = generate(record["family"], record["seed"]).task()
     episode = Episode(record["id"], task.instruction, [Step(*s) for s in record["steps"]], True, family=record["family"])
@@ -68,7 +68,7 @@ def forms_for(record: dict, rng: random.Random, donors: dict[str, list[dict]]) -
     """(form, text) of the skill texts that fit the record's task: a shipped (or drill) skill, its
     paraphrase, and a recipe induced from another run of the same family where one fits (for a
     drill whose values are drawn per task, only this task's own run has the right values)."""
-    from skillworld.families.drills import BY_FAMILY
+    from skillgraft.skillworld.families.drills import BY_FAMILY
 
     shipped = library.pick(record["family"], rng, record["seed"])
     out = [("shipped", shipped.body), ("paraphrase", paraphrase(shipped.body, rng))]

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evolve.cycleqd.evaluators import SyntheticWorld, synthetic_world
-from hypernet.peft_io import save_adapter
-from skills.store import Store
+from skillgraft.evolve.cycleqd.evaluators import SyntheticWorld, synthetic_world
+from skillgraft.hypernet.peft_io import save_adapter
+from skillgraft.skills.store import Store
+from tiny_llama import build_tiny_llama
 
 TASKS = ["alpha", "beta", "gamma"]
 FINGERPRINT = "sha256:tiny-synthetic-base"
@@ -33,26 +34,10 @@ def store_with_experts(root: Path, tasks=TASKS, seed: int = 0) -> tuple[Store, S
 
 def tiny_policy(folder: Path) -> Path:
     """A 2-layer Llama with a byte-level BPE tokenizer trained here: enough to run the agent offline."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from skillgraft.agent import prompts
 
-    from agent import prompts
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator([prompts.system_prompt(), prompts.assistant_reply("Look.", "ls")] * 3, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
-                         bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    fast.save_pretrained(folder)
-    return folder
+    return build_tiny_llama(folder, [prompts.system_prompt(), prompts.assistant_reply("Look.", "ls")] * 3,
+                            max_positions=4096)
 
 
 def random_adapter_for(model_dir: Path, out: Path, seed: int) -> Path:
@@ -60,8 +45,8 @@ def random_adapter_for(model_dir: Path, out: Path, seed: int) -> Path:
     import torch
     from transformers import AutoConfig
 
-    from hypernet.lora import LowRank
-    from hypernet.peft_io import model_fingerprint
+    from skillgraft.hypernet.lora import LowRank
+    from skillgraft.hypernet.peft_io import model_fingerprint
 
     config = AutoConfig.from_pretrained(model_dir)
     g = torch.Generator().manual_seed(seed)

@@ -7,27 +7,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from agent import prompts
-from agent.models.hf_model import HFModel
+from skillgraft.agent import prompts
+from skillgraft.agent.models.hf_model import HFModel
+from tiny_llama import build_tiny_llama
 
 
-def build_tiny_llama(folder: Path) -> Path:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
+def tiny_base(folder: Path) -> Path:
     corpus = [prompts.system_prompt(), prompts.instance_prompt("The test suite fails."), prompts.observation("1 passed", 0)]
-    tok.train_from_iterator(corpus * 3, trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<s>", "</s>"],
-                                                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=2048)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    fast.save_pretrained(folder)
-    return folder
+    return build_tiny_llama(folder, corpus * 3)
 
 
 class ExpertInTinyWeights:
@@ -39,6 +26,10 @@ class ExpertInTinyWeights:
     def query(self, messages):
         return self.expert.query(messages)
 
+    @property
+    def base_config(self):
+        return self.hf.base_config
+
     def load_adapter(self, adapter_dir):
         self.hf.load_adapter(adapter_dir)
         self.loaded.append(Path(adapter_dir))
@@ -49,10 +40,10 @@ class ExpertInTinyWeights:
 
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory):
-    from hypernet.compile import Compiler
-    from hypernet.hypernetwork import HypernetConfig
+    from skillgraft.hypernet.compile import Compiler
+    from skillgraft.hypernet.hypernetwork import HypernetConfig
 
-    base = build_tiny_llama(tmp_path_factory.mktemp("base") / "tiny")
+    base = tiny_base(tmp_path_factory.mktemp("base") / "tiny")
     compiler = Compiler.load(None, base, config=HypernetConfig(rank=4, hidden=32, embed_dim=16, trunk_blocks=1, pool_heads=2))
     with torch.no_grad():  # an untrained hypernetwork emits ΔW = 0; random heads make texts differ
         g = torch.Generator().manual_seed(0)
@@ -75,7 +66,7 @@ class PoolExpert(ExpertInTinyWeights):
         self.name = "pool-expert+tiny-llama"
 
     def query(self, messages):
-        from skillworld.expert import ExpertModel
+        from skillgraft.skillworld.expert import ExpertModel
 
         observations = [m["content"] for m in messages[2:] if m["role"] == "user"]
         if not observations:
@@ -83,6 +74,6 @@ class PoolExpert(ExpertInTinyWeights):
         for wt in self.tasks:
             if f"::test_{wt.planted.name} " in observations[0]:
                 return ExpertModel(wt).query(messages)
-        from agent.models.base import ModelReply
+        from skillgraft.agent.models.base import ModelReply
 
         return ModelReply(content=prompts.assistant_reply("I do not know this task.", prompts.SUBMIT_COMMAND))

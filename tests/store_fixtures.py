@@ -7,7 +7,7 @@ from typing import Iterator
 import pytest
 
 from pg_server import pg_url, postgres_server  # noqa: F401  (fixtures, re-exported)
-from skills import Store
+from skillgraft.skills import Store
 
 BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
 

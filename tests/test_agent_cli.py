@@ -59,8 +59,8 @@ def test_unreachable_engine_exits_3_and_says_how_to_fix_it(tmp_path):
 
 
 def test_store_runs_are_listed_filtered_by_skill_and_shown(tmp_path):
-    from agent.trajectory import TrajectoryWriter
-    from skills.store import Store
+    from skillgraft.agent.trajectory import TrajectoryWriter
+    from skillgraft.skills.store import Store
 
     home = tmp_path / "home"
     store = Store.at(home)
@@ -112,7 +112,7 @@ def test_run_solved_and_not_solved_then_list_and_show(tmp_path):
     assert cli("trajectories", "show", "nothing-here", "--home", home).exit_code == 2
     assert "runs" in cli("trajectories", "ls", "--home", home).output
 
-    from skills.store import Store
+    from skillgraft.skills.store import Store
 
     store = Store.at(home)  # once a store exists, runs are recorded in it too
     assert cli("run", EXAMPLES / "slugify.yaml", "--model", SOLVE, "--home", home).exit_code == 0

@@ -6,10 +6,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from agent import prompts
-from agent.models.base import AdapterModel, ModelError
-from agent.models.factory import make_model
-from agent.models.hf_model import HFModel, plain_chat_text
+from skillgraft.agent import prompts
+from skillgraft.agent.models.base import AdapterModel, ModelError
+from skillgraft.agent.models.factory import make_model
+from skillgraft.agent.models.hf_model import HFModel, plain_chat_text
+from tiny_llama import build_tiny_llama
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>\n{% endfor %}"
@@ -20,25 +21,7 @@ CORPUS = [prompts.system_prompt(), prompts.instance_prompt("Fix the failing test
 
 
 def build_model(folder: Path, chat_template: str | None) -> Path:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<pad>", "<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(CORPUS * 5, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
-    if chat_template:
-        fast.chat_template = chat_template
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
-                         bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    fast.save_pretrained(folder)
-    return folder
+    return build_tiny_llama(folder, CORPUS * 5, vocab_size=400, max_positions=512, chat_template=chat_template)
 
 
 def build_lora(base: Path, out: Path, seed: int = 1) -> Path:
@@ -126,8 +109,8 @@ def test_adapter_for_another_base_is_refused(tiny, tmp_path):
 
 
 def test_adapters_written_by_the_hypernet_io_load_and_their_fingerprint_is_checked(tiny, tmp_path):
-    from hypernet.lora import LowRank
-    from hypernet.peft_io import model_fingerprint, save_adapter
+    from skillgraft.hypernet.lora import LowRank
+    from skillgraft.hypernet.peft_io import model_fingerprint, save_adapter
 
     model = HFModel(tiny, max_new_tokens=8)
     before = model.query(MESSAGES).content
@@ -169,13 +152,15 @@ def test_bad_model_folders_are_model_errors(tmp_path):
 
 @pytest.mark.docker
 def test_run_task_activates_the_adapter_for_the_run_only(tiny, lora, tmp_path):
-    from agent.runner import run_task
-    from agent.task import Task
+    from skillgraft.agent.loadout import make_loadout
+    from skillgraft.agent.runner import run_task
+    from skillgraft.agent.task import Task
 
     task = Task.from_dict({"id": "flag", "repo": {"files": {"flag.txt": "off\n"}}, "instruction": "Turn the flag on.",
                            "test": "grep -qx on flag.txt", "limits": {"steps": 2}})
     model = HFModel(tiny, max_new_tokens=8)
-    result = run_task(task, model, adapter_dir=lora, trajectory_path=tmp_path / "t.json")
+    result = run_task(task, model, loadout=make_loadout(None, model, mode="parametric", adapters=[lora]),
+                      trajectory_path=tmp_path / "t.json")
     assert not result.success and result.exit_status in {"StepLimit", "FormatErrors"}
     assert model.adapter_dir is None  # unloaded again after the run
     import json

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from agent import prompts
-from agent.models.base import ModelError
-from agent.models.factory import make_model
-from agent.models.litellm_model import LitellmModel
-from agent.runner import run_task
-from agent.task import Task
+from skillgraft.agent import prompts
+from skillgraft.agent.models.base import ModelError
+from skillgraft.agent.models.factory import make_model
+from skillgraft.agent.models.litellm_model import LitellmModel
+from skillgraft.agent.runner import run_task
+from skillgraft.agent.task import Task
 
 MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from agent.redact import REDACTED, redact, secret_values
-from agent.trajectory import TrajectoryWriter, read_trajectory
+from skillgraft.agent.redact import REDACTED, redact, secret_values
+from skillgraft.agent.trajectory import TrajectoryWriter, read_trajectory
 
 
 def test_environment_secrets_are_found_by_name_and_short_flags_are_left_alone():

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from agent import prompts
-from agent.models.replay_model import ReplayModel
-from agent.runner import AdapterUnsupported, run_task
-from agent.task import Limits, Task, load_task
+from skillgraft.agent import prompts
+from skillgraft.agent.models.replay_model import ReplayModel
+from skillgraft.agent.loadout import Loadout, LoadoutError, SkillMode, make_loadout
+from skillgraft.agent.runner import AdapterUnsupported, run_task
+from skillgraft.agent.task import Limits, Task, load_task
 
 pytestmark = pytest.mark.docker
 
@@ -199,6 +200,8 @@ def test_planted_secret_is_redacted_from_the_trajectory(tmp_path, monkeypatch):
 
 def test_adapters_are_refused_for_a_model_that_cannot_take_them(tmp_path):
     with pytest.raises(AdapterUnsupported, match="cannot take LoRA adapters"):
-        run_task(TINY, ReplayModel([]), adapter_dir=tmp_path)
+        run_task(TINY, ReplayModel([]), loadout=Loadout(SkillMode.parametric, adapter_dir=tmp_path))
+    with pytest.raises(LoadoutError, match="cannot take LoRA adapters"):  # refused before any run starts
+        make_loadout(None, ReplayModel([]), mode="parametric", adapters=[tmp_path])
     with pytest.raises(ValueError, match="written by the runner"):
         run_task(TINY, ReplayModel([]), info={"reward": 2})

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.task import GitRepo, InlineRepo, Limits, Task, TaskError, load_task
+from skillgraft.agent.task import GitRepo, InlineRepo, Limits, Task, TaskError, load_task
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "tasks"
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agent.models.base import ModelError
-from agent.models.bases import BASES, MANIFEST, ensure_base, read_manifest
-from agent.models.factory import make_model
-from hypernet.peft_io import model_fingerprint
+from skillgraft.agent.models.base import ModelError
+from skillgraft.agent.models.bases import BASES, MANIFEST, ensure_base, read_manifest
+from skillgraft.agent.models.factory import make_model
+from skillgraft.hypernet.peft_io import model_fingerprint
 
 pytestmark = pytest.mark.slow
 
@@ -54,8 +54,8 @@ def test_unknown_base_and_a_base_without_a_models_folder_are_clear_errors(tmp_pa
 
 
 def test_gemma3_converts_runs_and_compiles_a_skill_for_its_own_shapes(models_dir, smollm2, tmp_path):
-    from hypernet.compile import Compiler
-    from skillworld.library import for_family
+    from skillgraft.hypernet.compile import Compiler
+    from skillgraft.skillworld.library import for_family
 
     gemma = ensure_base("gemma3-270m", models_dir)
     assert read_manifest(gemma)["license"] == "Gemma Terms of Use"

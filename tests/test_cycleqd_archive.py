@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from evolve.cycleqd.archive import AddStatus, Archive, Binning, Elite, make_archives, offer_to_all
+from skillgraft.evolve.cycleqd.archive import AddStatus, Archive, Binning, Elite, make_archives, offer_to_all
 
 TASKS = ["a", "b", "c"]
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from cycleqd_support import random_adapter_for, tiny_policy
 from skillgraft.cli import app
-from skills.store import Store
+from skillgraft.skills.store import Store
 
 runner = CliRunner()
 
@@ -56,7 +56,7 @@ def test_runs_with_the_agent_in_sandboxes_and_resumes(tmp_path: Path):
     parent = None
     for seed in (1, 2):
         folder = random_adapter_for(model, tmp_path / f"adapter{seed}", seed)
-        from hypernet.peft_io import read_info
+        from skillgraft.hypernet.peft_io import read_info
 
         parent = store.commit_global(folder, parent, {"method": "test"}, base_fingerprint=read_info(folder).fingerprint).id
     store.close()

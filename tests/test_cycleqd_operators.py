@@ -5,15 +5,18 @@ import numpy as np
 import pytest
 import torch
 
-from evolve.cycleqd.operators import (
+from skillgraft.evolve.cycleqd import mutations
+from skillgraft.evolve.cycleqd.config import CycleQDConfig
+from skillgraft.evolve.cycleqd.mutations import make_mutator, mutation_names, register_mutation
+from skillgraft.evolve.cycleqd.operators import (
     crossover,
     crossover_weights,
     gaussian_mutation,
-    make_mutator,
     svd_expert_mutation,
     svd_rescale_mutation,
 )
-from hypernet.lora import LowRank, svd
+from skillgraft.hypernet.lora import LowRank, svd
+from lora_support import best_rank, close
 
 
 def _delta(seed: int, r: int = 3) -> dict[str, LowRank]:
@@ -24,22 +27,13 @@ def _delta(seed: int, r: int = 3) -> dict[str, LowRank]:
     }
 
 
-def _best_rank(dense: torch.Tensor, rank: int) -> torch.Tensor:
-    u, s, vh = torch.linalg.svd(dense.double(), full_matrices=False)
-    return (u[:, :rank] * s[:rank]) @ vh[:rank]
-
-
-def _close(a: torch.Tensor, b: torch.Tensor, tol: float = 1e-4) -> bool:
-    return float((a.double() - b.double()).norm() / max(float(b.double().norm()), 1e-12)) < tol
-
-
 def test_crossover_of_a_task_vector_with_itself_is_itself():
     tau = _delta(1)
     for granularity in ("model", "module"):
         child = crossover([tau, tau], np.random.default_rng(5), rank=3, granularity=granularity)
         for name in tau:
             assert child[name].rank <= 3
-            assert _close(child[name].dense(), tau[name].dense())
+            assert close(child[name].dense(), tau[name].dense())
 
 
 def test_crossover_weights_are_normal_around_mu_and_sum_to_one():
@@ -62,12 +56,12 @@ def test_crossover_equals_dense_weighted_sum_then_best_rank_r(granularity):
     for name in a:
         dense = weights[name][0] * a[name].dense() + weights[name][1] * b[name].dense()
         # rank 6 holds the whole sum exactly
-        assert _close(child[name].dense(), dense)
+        assert close(child[name].dense(), dense)
     recompressed = crossover([a, b], np.random.default_rng(7), rank=2, granularity=granularity, sigma=0.3)
     for name in a:
         dense = weights[name][0] * a[name].dense() + weights[name][1] * b[name].dense()
         assert recompressed[name].rank == 2
-        assert _close(recompressed[name].dense(), _best_rank(dense, 2))
+        assert close(recompressed[name].dense(), best_rank(dense, 2))
 
 
 def test_crossover_with_a_module_missing_from_one_parent_counts_it_as_zero():
@@ -75,7 +69,7 @@ def test_crossover_with_a_module_missing_from_one_parent_counts_it_as_zero():
     del b["layers.0.v_proj"]
     child = crossover([a, b], np.random.default_rng(3), rank=6)
     w = crossover_weights(2, np.random.default_rng(3))
-    assert _close(child["layers.0.v_proj"].dense(), w[0] * a["layers.0.v_proj"].dense())
+    assert close(child["layers.0.v_proj"].dense(), w[0] * a["layers.0.v_proj"].dense())
 
 
 def test_svd_expert_mutation_equals_dense_reference():
@@ -91,7 +85,7 @@ def test_svd_expert_mutation_equals_dense_reference():
         assert float(scales.max()) <= 0.1
         want = child[name].dense().double() + (u[:, :k] * (scales * s[:k])) @ vh[:k]
         assert mutated[name].rank <= 3
-        assert _close(mutated[name].dense(), _best_rank(want, 3))
+        assert close(mutated[name].dense(), best_rank(want, 3))
 
 
 def test_svd_rescale_mutation_equals_dense_reference():
@@ -103,10 +97,10 @@ def test_svd_rescale_mutation_equals_dense_reference():
         factor = 1 + torch.from_numpy(rng.uniform(-0.1, 0.1, size=3))
         want = (u[:, :3] * (s[:3] * factor)) @ vh[:3]
         assert mutated[name].rank <= 3
-        assert _close(mutated[name].dense(), want)
+        assert close(mutated[name].dense(), want)
 
 
-@pytest.mark.parametrize("name", ["svd", "svd_rescale", "gaussian", "none"])
+@pytest.mark.parametrize("name", mutation_names())
 @pytest.mark.parametrize("rank", [1, 2, 3])
 def test_every_mutation_keeps_rank_at_most_r(name, rank):
     child = crossover([_delta(1), _delta(2)], np.random.default_rng(0), rank=rank)
@@ -134,3 +128,29 @@ def test_mutation_is_reproducible_from_the_generator_seed():
 def test_unknown_mutation_is_refused():
     with pytest.raises(ValueError):
         make_mutator("cauchy", rank=2)
+
+
+def test_the_shipped_mutations_are_listed_in_their_order():
+    assert mutation_names() == ["svd", "svd_rescale", "gaussian", "none"]
+    assert mutations.mutation_choices() == "svd, svd_rescale, gaussian or none"
+    assert all(m.summary for m in mutations.MUTATIONS.values())  # `skillgraft evolve mutations` says what each does
+
+
+def test_a_registered_mutation_is_accepted_by_the_config_and_made_by_name(monkeypatch):
+    monkeypatch.setattr(mutations, "MUTATIONS", dict(mutations.MUTATIONS))
+    with pytest.raises(ValueError, match="unknown mutation 'flip': use svd, svd_rescale, gaussian or none"):
+        CycleQDConfig(mutation="flip")
+
+    @register_mutation("flip", summary="negates the child")
+    def flip(child, rng, expert_svd, params):
+        return {name: LowRank(B=-lr.B * params.w_max, A=lr.A) for name, lr in child.items()}
+
+    assert CycleQDConfig(mutation="flip").mutation == "flip"
+    assert mutation_names()[-1] == "flip" and mutations.mutation_choices().endswith("none or flip")
+    assert not mutations.uses_expert("flip") and mutations.uses_expert("svd")
+    child = _delta(4)
+    out = make_mutator("flip", rank=3, w_max=0.5)(child, np.random.default_rng(0), None)
+    assert all(torch.equal(out[n].dense(), -0.5 * child[n].dense()) for n in child)
+    with pytest.raises(ValueError, match="registered twice"):
+        register_mutation("flip")(flip)
+

@@ -6,8 +6,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from evolve.cycleqd.archive import Archive, Binning, Elite
-from evolve.cycleqd.sampling import EliteSampler, UniformSampler, make_sampler
+from skillgraft.evolve.cycleqd.archive import Archive, Binning, Elite
+from skillgraft.evolve.cycleqd.config import CycleQDConfig
+from skillgraft.evolve.cycleqd.sampling import SAMPLERS, EliteSampler, UniformSampler, make_sampler
 
 TASKS = ["q", "x", "y"]
 
@@ -49,16 +50,21 @@ def test_elite_sampling_probabilities_follow_the_formula():
     assert max(want.values()) / min(want.values()) <= (0.8 / 0.5) ** 3
 
 
+def _draws(archive, seed: int, n: int) -> Counter:
+    """How often each (first, second) pair of parents is drawn in n draws."""
+    rng = np.random.default_rng(seed)
+    return Counter((a.adapter_id, b.adapter_id) for a, b in (EliteSampler().sample(archive, rng, []) for _ in range(n)))
+
+
 def test_first_parent_frequencies_match_the_probabilities_and_parents_differ():
     archive = _archive(ELITES)
     elites, p = EliteSampler().probabilities(archive)
-    rng = np.random.default_rng(0)
     n = 6000
+    pairs = _draws(archive, 0, n)
+    assert all(a != b for a, b in pairs)
     firsts = Counter()
-    for _ in range(n):
-        a, b = EliteSampler().sample(archive, rng, [])
-        assert a.adapter_id != b.adapter_id
-        firsts[a.adapter_id] += 1
+    for (a, _), count in pairs.items():
+        firsts[a] += count
     for e, pi in zip(elites, p):
         # 4.5 standard errors: a loose bound that a wrong formula (e.g. the 0.5..1.3 scaling) still fails
         assert abs(firsts[e.adapter_id] / n - pi) < 4.5 * (pi * (1 - pi) / n) ** 0.5
@@ -67,12 +73,8 @@ def test_first_parent_frequencies_match_the_probabilities_and_parents_differ():
 def test_second_parent_is_drawn_without_replacement():
     archive = _archive(ELITES)
     elites, p = EliteSampler().probabilities(archive)
-    rng = np.random.default_rng(1)
     n = 6000
-    pairs = Counter()
-    for _ in range(n):
-        a, b = EliteSampler().sample(archive, rng, [])
-        pairs[(a.adapter_id, b.adapter_id)] += 1
+    pairs = _draws(archive, 1, n)
     ids = [e.adapter_id for e in elites]
     i, j = ids.index(11), ids.index(13)
     want = p[i] * p[j] / (1 - p[i])
@@ -107,3 +109,15 @@ def test_fallback_borrows_the_strongest_on_the_quality_task_from_other_archives(
     assert a.adapter_id == b.adapter_id == 1
     with pytest.raises(ValueError):
         EliteSampler().sample(empty, np.random.default_rng(0), [])
+
+
+def test_a_sampler_added_to_the_table_is_accepted_by_the_config_and_made_by_name(monkeypatch):
+    class Another(UniformSampler):
+        pass
+
+    with pytest.raises(ValueError, match="unknown sampling 'first': use 'elite' or 'uniform'"):
+        CycleQDConfig(sampling="first")
+    monkeypatch.setitem(SAMPLERS, "first", Another)
+    assert CycleQDConfig(sampling="first").sampling == "first"
+    assert isinstance(make_sampler("first"), Another)
+

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from cycleqd_support import TASKS, open_store, store_with_experts
-from evolve.cycleqd import CycleQDConfig, merge_and_promote, run_cycleqd, synthetic_world, write_heatmaps
-from evolve.cycleqd.candidate import content_hash
-from hypernet.lora import concat
-from hypernet.peft_io import load_adapter, save_adapter
+from skillgraft.evolve.cycleqd import CycleQDConfig, merge_and_promote, run_cycleqd, synthetic_world, write_heatmaps
+from skillgraft.evolve.cycleqd.candidate import content_hash
+from skillgraft.hypernet.lora import concat
+from skillgraft.hypernet.peft_io import load_adapter, save_adapter
 
 
 def _config(**kw) -> CycleQDConfig:
@@ -153,7 +153,7 @@ def test_heatmap_png_per_archive(tmp_path: Path):
 
 
 def test_starting_checkpoints_are_selected_by_id_name_kind_and_global_history(tmp_path: Path):
-    from evolve.cycleqd import select_checkpoints
+    from skillgraft.evolve.cycleqd import select_checkpoints
 
     store, _, ids = store_with_experts(tmp_path)
     assert select_checkpoints(store, ["kind:checkpoint"]) == ids

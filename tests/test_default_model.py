@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from skillworld import default_model
-from skillworld.default_model import (
+from skillgraft.skillworld import default_model
+from skillgraft.skillworld.default_model import (
     REBUILD_HYPERNET, REBUILD_POLICY, SHIPPED, StaleArtifactError, ensure_hypernet, ensure_policy, policy_adapter,
 )
 
@@ -42,16 +42,16 @@ def test_a_stale_policy_or_hypernetwork_is_refused_with_the_command_that_rebuild
     with pytest.raises(StaleArtifactError, match=REBUILD_POLICY.replace(" ", r"\s+")):
         ensure_policy(models_dir, show_progress=False)
     monkeypatch.undo()
-    import skillworld.recipe
+    from skillgraft.skillworld import recipe as world_recipe
 
-    monkeypatch.setattr(skillworld.recipe, "hypernet_digest", lambda weights: "hypernet-0000")
+    monkeypatch.setattr(world_recipe, "hypernet_digest", lambda weights: "hypernet-0000")
     with pytest.raises(StaleArtifactError, match="skillgraft hypernet train --recipe skillworld"):
         ensure_hypernet(models_dir)
     assert REBUILD_HYPERNET == "skillgraft hypernet train --recipe skillworld"
 
 
 def test_the_policy_is_refused_on_other_base_weights(models_dir, tmp_path, monkeypatch):
-    from agent.models import bases
+    from skillgraft.agent.models import bases
 
     folder = bases.ensure_base("smollm2-135m", models_dir)
     copy = tmp_path / "models"
@@ -66,7 +66,7 @@ def test_the_policy_is_refused_on_other_base_weights(models_dir, tmp_path, monke
 def test_the_policy_adapter_does_not_load_on_another_architecture(tmp_path):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from hypernet.peft_io import BaseMismatchError, check_base
+    from skillgraft.hypernet.peft_io import BaseMismatchError, check_base
 
     other = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                          num_attention_heads=2, num_key_value_heads=2))
@@ -75,9 +75,9 @@ def test_the_policy_adapter_does_not_load_on_another_architecture(tmp_path):
 
 
 def test_the_default_model_is_assembled_once_and_takes_a_compiled_skill(models_dir):
-    from agent.models.factory import make_model
-    from hypernet.compile import Compiler
-    from skillworld.library import for_family
+    from skillgraft.agent.models.factory import make_model
+    from skillgraft.hypernet.compile import Compiler
+    from skillgraft.skillworld.library import for_family
 
     folder = ensure_policy(models_dir, show_progress=False)
     stamp = (folder / default_model.MERGED).stat().st_mtime_ns
@@ -95,9 +95,9 @@ def test_the_default_model_solves_the_demo_task_in_a_sandbox(models_dir):
     """The README's demo: the bundled SkillWorld task (a held-out seed), solved in five steps."""
     from pathlib import Path
 
-    from agent.models.factory import make_model
-    from agent.runner import run_task
-    from agent.task import load_task
+    from skillgraft.agent.models.factory import make_model
+    from skillgraft.agent.runner import run_task
+    from skillgraft.agent.task import load_task
 
     ensure_policy(models_dir, show_progress=False)
     model = make_model("skillworld", models_dir=models_dir)

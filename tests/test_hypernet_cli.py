@@ -58,7 +58,7 @@ def test_train_info_and_compile(tmp_path, base_dir):
     PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_dir), str(tmp_path / "a0"))
 
     # A store skill is compiled once per (version, checkpoint), then served from the cache.
-    from skills.store import Store
+    from skillgraft.skills.store import Store
 
     Store(f"sqlite:///{home / 'store.db'}", home / "artifacts").import_skill(lib / "skill-1")
     first = runner.invoke(app, ["compile", "skill-1", "--json"], env=env)

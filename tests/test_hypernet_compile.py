@@ -8,14 +8,14 @@ import torch
 from peft import PeftModel
 from transformers import GPT2Config, LlamaConfig, LlamaForCausalLM, MistralConfig, Qwen2Config
 
-from hypernet import lora
-from hypernet.apply import generated_lora
-from hypernet.checkpoint import checkpoint_id, load_checkpoint, save_checkpoint
-from hypernet.compile import Compiler
-from hypernet.encoder import BaseHiddenEncoder, make_encoder
-from hypernet.hypernetwork import HypernetConfig
-from hypernet.peft_io import BaseMismatchError, check_base, model_fingerprint, read_info
-from hypernet.targets import find_targets, meta_model
+from skillgraft.hypernet import lora
+from skillgraft.hypernet.apply import generated_lora
+from skillgraft.hypernet.checkpoint import checkpoint_id, load_checkpoint, save_checkpoint
+from skillgraft.hypernet.compile import Compiler
+from skillgraft.hypernet.encoder import BaseHiddenEncoder, make_encoder
+from skillgraft.hypernet.hypernetwork import HypernetConfig
+from skillgraft.hypernet.peft_io import BaseMismatchError, check_base, model_fingerprint, read_info
+from skillgraft.hypernet.targets import find_targets, meta_model
 
 SKILL = "# run-tests\n\nRun `pytest -x` first, read the first failure, fix it, and run again.\n"
 OTHER = "# lint\n\nRun `ruff check --fix .` and commit only the files you changed.\n"

@@ -8,9 +8,9 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from hypernet import lora
-from hypernet.lora import LowRank
-from hypernet.peft_io import (
+from skillgraft.hypernet import lora
+from skillgraft.hypernet.lora import LowRank
+from skillgraft.hypernet.peft_io import (
     BaseMismatchError,
     check_base,
     load_adapter,

@@ -9,11 +9,11 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from hypernet.checkpoint import read_meta
-from hypernet.compile import Compiler
-from hypernet.hypernetwork import HypernetConfig
-from hypernet.objectives import SECTION_PROMPT, read_trajectory, render_chat, stage1_example, stage2_example
-from hypernet.train import TrainConfig, split_heldout, train_stage1, train_stage2
+from skillgraft.hypernet.checkpoint import read_meta
+from skillgraft.hypernet.compile import Compiler
+from skillgraft.hypernet.hypernetwork import HypernetConfig
+from skillgraft.hypernet.objectives import SECTION_PROMPT, read_trajectory, render_chat, stage1_example, stage2_example
+from skillgraft.hypernet.train import TrainConfig, split_heldout, train_stage1, train_stage2
 
 TOOLS = ["pytest", "ruff", "mypy", "git bisect", "pip", "make", "docker", "sed", "grep", "tox", "black", "coverage"]
 ACTS = ["find the failing test", "fix the import order", "pin the dependency", "rerun only failures",

@@ -1,8 +1,10 @@
 """Abstracting a run into a recipe: which values become placeholders, and what they are called."""
 from __future__ import annotations
 
-from evolve.learn.abstract import abstract_steps
-from evolve.learn.episode import Episode, Step
+import pytest
+
+from skillgraft.evolve.learn.abstract import abstract_steps
+from skillgraft.evolve.learn.episode import Episode, Step
 
 INSTRUCTION = "The test suite fails. Fix the code, not the tests."
 TESTS = "COLUMNS=150 python3 -m pytest -q --tb=no -rf | tail -n 2"
@@ -28,30 +30,24 @@ def test_a_common_word_the_run_read_in_the_code_is_a_placeholder_in_the_edit():
     assert thought == 'The function reads the key "KEY" but the dict has "KEY2"; the name is wrong.'
 
 
-def test_argument_names_that_are_english_words_are_placeholders_in_a_command():
-    pairs = recipe(
-        Step("Run the tests.", TESTS, "FAILED tests/test_a.py::test_score - assert 3 == 1"),
-        Step("Find score.", 'grep -rn -A 3 "def score(" .',
-             "./a.py:4:def score(left, right):\n./a.py-5-    return weight(right, left)"),
-        Step("Swap them.", "sed -i 's/weight(right, left)/weight(left, right)/' ./a.py", ""),
-    )
-    assert pairs[2][1] == "sed -i 's/NAME2(NAME3, NAME4)/NAME2(NAME4, NAME3)/' FILE"
-
-
-def test_a_negated_name_inside_a_sed_script_is_a_value_not_a_flag():
-    pairs = recipe(
-        Step("Run the tests.", TESTS, "FAILED tests/test_a.py::test_net_sum - assert -3 == 3"),
-        Step("Find net_sum.", 'grep -rn -A 3 "def net_sum(" .', "./a.py:4:def net_sum(total):\n./a.py-5-    return -total"),
-        Step("Drop the minus.", "sed -i 's/return -total/return total/' ./a.py", ""),
-    )
-    assert pairs[2][1] == "sed -i 's/return -NAME2/return NAME2/' FILE"
-
-
-def test_a_module_after_import_is_called_module_and_flags_stay_method():
-    pairs = recipe(
-        Step("Run the tests.", TESTS, "FAILED tests/test_a.py::test_blend - NameError: name 'math' is not defined"),
-        Step("Find the files.", "find . -name '*.py'", "./a.py\n./name.txt"),
-        Step("math is never imported; add import math.", "sed -i '1i import math' ./a.py", ""),
-    )
-    assert pairs[1][1] == "find . -name '*.py'"  # "name" was read, but -name is a flag
-    assert pairs[2] == ("MODULE is never imported; add import MODULE.", "sed -i '1i import MODULE' FILE")
+@pytest.mark.parametrize("failure, find, edit, want", [
+    pytest.param(  # argument names that are English words are placeholders in a command
+        "FAILED tests/test_a.py::test_score - assert 3 == 1",
+        ("Find score.", 'grep -rn -A 3 "def score(" .', "./a.py:4:def score(left, right):\n./a.py-5-    return weight(right, left)"),
+        ("Swap them.", "sed -i 's/weight(right, left)/weight(left, right)/' ./a.py"),
+        {2: ("Swap them.", "sed -i 's/NAME2(NAME3, NAME4)/NAME2(NAME4, NAME3)/' FILE")}, id="english-argument-names"),
+    pytest.param(  # a negated name inside a sed script is a value, not a flag
+        "FAILED tests/test_a.py::test_net_sum - assert -3 == 3",
+        ("Find net_sum.", 'grep -rn -A 3 "def net_sum(" .', "./a.py:4:def net_sum(total):\n./a.py-5-    return -total"),
+        ("Drop the minus.", "sed -i 's/return -total/return total/' ./a.py"),
+        {2: ("Drop the minus.", "sed -i 's/return -NAME2/return NAME2/' FILE")}, id="negated-name-in-sed"),
+    pytest.param(  # a module after `import` is called MODULE, and flags stay as they are ("name" was read, -name is a flag)
+        "FAILED tests/test_a.py::test_blend - NameError: name 'math' is not defined",
+        ("Find the files.", "find . -name '*.py'", "./a.py\n./name.txt"),
+        ("math is never imported; add import math.", "sed -i '1i import math' ./a.py"),
+        {1: ("Find the files.", "find . -name '*.py'"),
+         2: ("MODULE is never imported; add import MODULE.", "sed -i '1i import MODULE' FILE")}, id="module-after-import"),
+])
+def test_values_in_a_run_become_placeholders_and_the_rest_stays(failure, find, edit, want):
+    pairs = recipe(Step("Run the tests.", TESTS, failure), Step(*find), Step(*edit, ""))
+    assert {i: pairs[i] for i in want} == want

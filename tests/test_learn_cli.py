@@ -8,7 +8,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from agent.prompts import assistant_reply
+from skillgraft.agent.prompts import assistant_reply
 from skillgraft.cli import app
 
 TASK = {"id": "make-two", "repo": {"files": {"calc.py": "def two():\n    return 1\n"}},
@@ -39,7 +39,7 @@ def test_learn_runs_sessions_records_them_and_draws_the_curve(tmp_path):
     assert [s["successes"] for s in on] == [1, 1] and on[0]["learned"] == ["make-two@v1"]
     assert curve.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
-    from skills.store import Store
+    from skillgraft.skills.store import Store
 
     store = Store(f"sqlite:///{home / 'store.db'}", home / "artifacts")
     v = store.latest_version("make-two")

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from evolve.learn.global_adapter import EmaConfig, factor_ema, fold_into_global
-from hypernet.lora import LowRank, to_dense
-from hypernet.peft_io import load_adapter, save_adapter
-from skills.store import Store
+from skillgraft.evolve.learn.global_adapter import EmaConfig, factor_ema, fold_into_global
+from skillgraft.hypernet.lora import LowRank, to_dense
+from skillgraft.hypernet.peft_io import load_adapter, save_adapter
+from skillgraft.skills.store import Store
 
 MODULES = ("model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.v_proj", "model.layers.1.self_attn.q_proj")
 DIM, RANK = 24, 4

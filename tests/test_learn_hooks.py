@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from agent.models.hf_model import HFModel
-from evolve.learn.global_adapter import EmaConfig
-from evolve.learn.loop import LearnConfig, Learner
-from evolve.learn.summarise_offline import OfflineSummariser
+from skillgraft.agent.models.hf_model import HFModel
+from skillgraft.evolve.learn.global_adapter import EmaConfig
+from skillgraft.evolve.learn.loop import LearnConfig, Learner
+from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
 from learn_support import PoolExpert, parts  # noqa: F401  (parts is a fixture)
-from skills.store import Store
-from skillworld.generate import HELDOUT_START, generate
+from skillgraft.skills.store import Store
+from skillgraft.skillworld.generate import HELDOUT_START, generate
 
 pytestmark = pytest.mark.docker
 
@@ -52,9 +52,9 @@ class ShunsInducedRecipes(PoolExpert):
     """The pool's expert, except that it gives up whenever a recipe induced from a run is in context."""
 
     def query(self, messages):
-        from agent import prompts
-        from agent.models.base import ModelReply
-        from evolve.learn.summarise_offline import SECTION
+        from skillgraft.agent import prompts
+        from skillgraft.agent.models.base import ModelReply
+        from skillgraft.evolve.learn.summarise_offline import SECTION
 
         if SECTION in messages[1]["content"]:
             return ModelReply(content=prompts.assistant_reply("I follow the recipe and stop.", prompts.SUBMIT_COMMAND))
@@ -80,9 +80,9 @@ def test_in_context_mode_the_gate_keeps_a_summary_only_if_validation_does_not_dr
 
 
 def test_a_weak_skill_is_refined_after_the_session(tmp_path):
-    from evolve.learn.propose import OfflineGenerator
-    from evolve.learn.refine import AgentVerifier, Refiner
-    from skillworld import library
+    from skillgraft.evolve.learn.propose import OfflineGenerator
+    from skillgraft.evolve.learn.refine import AgentVerifier, Refiner
+    from skillgraft.skillworld import library
 
     known, x1, x2, v = distinct_tasks("off_by_one", 4, 60)
     model = PoolExpert(None, [known, v])  # context mode: no weights take adapters
@@ -110,7 +110,7 @@ def test_a_weak_skill_is_refined_after_the_session(tmp_path):
 
 
 def test_cycleqd_runs_every_k_sessions_over_the_global_history(parts, tmp_path):
-    from evolve.learn.periodic import cycleqd_every
+    from skillgraft.evolve.learn.periodic import cycleqd_every
 
     base, compiler = parts
     a, b = distinct_tasks("off_by_one", 2, 80)

@@ -12,21 +12,21 @@ from pathlib import Path
 import pytest
 import torch
 
-from agent.models.hf_model import HFModel
-from evolve.learn.global_adapter import EmaConfig
-from evolve.learn.loop import LearnConfig, Learner
-from evolve.learn.summarise_offline import OfflineSummariser
-from hypernet.lora import to_dense
-from hypernet.peft_io import load_adapter
+from skillgraft.agent.models.hf_model import HFModel
+from skillgraft.evolve.learn.global_adapter import EmaConfig
+from skillgraft.evolve.learn.loop import LearnConfig, Learner
+from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
+from skillgraft.hypernet.lora import to_dense
+from skillgraft.hypernet.peft_io import load_adapter
 from learn_support import ExpertInTinyWeights, parts  # noqa: F401  (parts is a fixture)
-from skills.store import Store
+from skillgraft.skills.store import Store
 
 pytestmark = pytest.mark.docker
 
 
 def test_loop_learns_from_a_success_and_a_new_learner_carries_on(parts, tmp_path):
-    from skillworld.expert import ExpertModel
-    from skillworld.generate import HELDOUT_START, generate
+    from skillgraft.skillworld.expert import ExpertModel
+    from skillgraft.skillworld.generate import HELDOUT_START, generate
 
     base, compiler = parts
     url, artifacts = f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts"
@@ -85,7 +85,7 @@ def store_messages(store, row):
 
 
 def test_parametric_mode_needs_an_adapter_model(parts, tmp_path):
-    from agent.models.replay_model import ReplayModel
+    from skillgraft.agent.models.replay_model import ReplayModel
 
     _, compiler = parts
     store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
@@ -96,12 +96,12 @@ def test_parametric_mode_needs_an_adapter_model(parts, tmp_path):
 KILLED_SESSION = """
     import sys, time
     from pathlib import Path
-    from agent import prompts
-    from agent.models.replay_model import ReplayModel
-    from agent.task import Task
-    from evolve.learn.loop import LearnConfig, Learner
-    from evolve.learn.summarise_offline import OfflineSummariser
-    from skills.store import Store
+    from skillgraft.agent import prompts
+    from skillgraft.agent.models.replay_model import ReplayModel
+    from skillgraft.agent.task import Task
+    from skillgraft.evolve.learn.loop import LearnConfig, Learner
+    from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
+    from skillgraft.skills.store import Store
 
     store = Store(sys.argv[1], Path(sys.argv[2]))
     tasks = [Task.from_dict({"id": f"flag-{i}", "repo": {"files": {"flag.txt": "off\\\\n"}}, "instruction": "Turn the flag on.",
@@ -124,9 +124,9 @@ def test_a_killed_session_is_closed_by_check_and_carried_on_by_the_next_learn(tm
     import sys
     import textwrap
 
-    from agent import prompts
-    from agent.models.replay_model import ReplayModel
-    from agent.task import Task
+    from skillgraft.agent import prompts
+    from skillgraft.agent.models.replay_model import ReplayModel
+    from skillgraft.agent.task import Task
 
     url, artifacts = f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts"
     Store(url, artifacts).close()

@@ -9,14 +9,14 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from agent.models.litellm_model import LitellmModel  # noqa: E402
-from agent.task import Task  # noqa: E402
-from evolve.learn.episode import Episode, Step  # noqa: E402
-from evolve.learn.pareto import CandidatePool, dominates  # noqa: E402
-from evolve.learn.propose import LLMGenerator, OfflineGenerator  # noqa: E402
-from evolve.learn.refine import AgentVerifier, Refiner  # noqa: E402
-from skills.skillmd import parse  # noqa: E402
-from skills.store import Store  # noqa: E402
+from skillgraft.agent.models.litellm_model import LitellmModel  # noqa: E402
+from skillgraft.agent.task import Task  # noqa: E402
+from skillgraft.evolve.learn.episode import Episode, Step  # noqa: E402
+from skillgraft.evolve.learn.pareto import CandidatePool, dominates  # noqa: E402
+from skillgraft.evolve.learn.propose import LLMGenerator, OfflineGenerator  # noqa: E402
+from skillgraft.evolve.learn.refine import AgentVerifier, Refiner  # noqa: E402
+from skillgraft.skills.skillmd import parse  # noqa: E402
+from skillgraft.skills.store import Store  # noqa: E402
 
 
 def skill(tips: int, extra: str = "") -> str:
@@ -105,8 +105,8 @@ def test_refinement_writes_nothing_when_no_candidate_is_strictly_better(tmp_path
 
 @pytest.mark.docker
 def test_agent_verifier_runs_real_episodes_and_a_tie_is_not_kept(tmp_path):
-    from agent.models.replay_model import ReplayModel
-    from agent.prompts import assistant_reply
+    from skillgraft.agent.models.replay_model import ReplayModel
+    from skillgraft.agent.prompts import assistant_reply
 
     store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
     body = ("## Recipe induced from a successful run\n\n1. Look.\n   ```bash\n   cat a.py\n   ```\n"

@@ -9,14 +9,14 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from agent.models.litellm_model import LitellmModel  # noqa: E402
-from evolve.learn.episode import Episode, Step, load_episode  # noqa: E402
-from evolve.learn.propose import LLMGenerator, OfflineGenerator  # noqa: E402
-from evolve.learn.summarise import SummaryError, check_skill_text  # noqa: E402
-from evolve.learn.summarise_llm import LLMSummariser  # noqa: E402
-from evolve.learn.summarise_offline import SECTION, OfflineSummariser  # noqa: E402
-from skills.skillmd import parse  # noqa: E402
-from skills.store import Store  # noqa: E402
+from skillgraft.agent.models.litellm_model import LitellmModel  # noqa: E402
+from skillgraft.evolve.learn.episode import Episode, Step, load_episode  # noqa: E402
+from skillgraft.evolve.learn.propose import LLMGenerator, OfflineGenerator  # noqa: E402
+from skillgraft.evolve.learn.summarise import SummaryError, check_skill_text  # noqa: E402
+from skillgraft.evolve.learn.summarise_llm import LLMSummariser  # noqa: E402
+from skillgraft.evolve.learn.summarise_offline import SECTION, OfflineSummariser  # noqa: E402
+from skillgraft.skills.skillmd import parse  # noqa: E402
+from skillgraft.skills.store import Store  # noqa: E402
 
 BAD_NAME = "```markdown\n---\nname: Off_By_One\ndescription: Fixes bounds.\n---\n# Steps\n1. Run the tests.\n```"
 NO_FRONTMATTER = "Here is the skill:\n\n# Steps\n1. Run the tests.\n"
@@ -86,9 +86,9 @@ def test_offline_generator_edits_are_valid_and_come_from_successful_steps():
 @pytest.fixture(scope="module")
 def expert_runs(tmp_path_factory):
     """Real expert trajectories on held-out SkillWorld seeds, run in the Docker sandbox."""
-    from agent.runner import run_task
-    from skillworld.expert import ExpertModel
-    from skillworld.generate import HELDOUT_START, generate
+    from skillgraft.agent.runner import run_task
+    from skillgraft.skillworld.expert import ExpertModel
+    from skillgraft.skillworld.generate import HELDOUT_START, generate
 
     root = tmp_path_factory.mktemp("expert")
     runs = []

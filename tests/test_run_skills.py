@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from agent.task import Task
-from skillgraft.commands.run_skills import SkillSelectionError, prepare
+from skillgraft.agent.task import Task
+from skillgraft.jobs.run_skills import SkillSelectionError, prepare
 from skillgraft.settings import load_settings
-from skills import Store
+from skillgraft.skills import Store
 from test_agent_hf import build_model
 
 BODY = "1. Run the tests.\n2. Find the flipped comparison and flip it back.\n3. Run the tests again.\n"
@@ -38,8 +38,8 @@ TASK = Task.from_dict({"id": "t", "repo": {"files": {"a.py": "x = 1\n"}}, "instr
 
 def _checkpoint(model_dir: Path, out: Path) -> Path:
     """A hypernetwork whose output heads are perturbed, so it compiles non-zero adapters."""
-    from hypernet.checkpoint import save_checkpoint
-    from hypernet.compile import Compiler
+    from skillgraft.hypernet.checkpoint import save_checkpoint
+    from skillgraft.hypernet.compile import Compiler
 
     compiler = Compiler.load(None, model_dir)
     torch.manual_seed(3)
@@ -52,19 +52,19 @@ def _checkpoint(model_dir: Path, out: Path) -> Path:
 
 
 def test_context_mode_puts_named_and_retrieved_skills_in_the_prompt(store, setting):
-    from agent.models.replay_model import ReplayModel
+    from skillgraft.agent.models.replay_model import ReplayModel
 
     model = ReplayModel(["x"])
     named = prepare(store, TASK, model, "replay", ["fix-comparison"], "context", setting)
     assert named.context == [("fix-comparison", BODY)]
-    assert named.versions == ["fix-comparison@v1"] and named.adapter_dir is None
+    assert named.refs == ["fix-comparison@v1"] and named.adapter_dir is None
     auto = prepare(store, TASK, model, "replay", ["auto"], "context", setting)
     assert auto.context == named.context
     assert prepare(store, TASK, model, "replay", ["none"], "context", setting).context == []
 
 
 def test_unknown_skill_and_hosted_model_are_refused(store, setting):
-    from agent.models.litellm_model import LitellmModel
+    from skillgraft.agent.models.litellm_model import LitellmModel
 
     with pytest.raises(SkillSelectionError, match="no skill named 'nope'"):
         prepare(store, TASK, LitellmModel("openai/gpt-4o-mini"), "openai/gpt-4o-mini", ["nope"], "context", setting)
@@ -73,7 +73,7 @@ def test_unknown_skill_and_hosted_model_are_refused(store, setting):
 
 
 def test_parametric_mode_compiles_once_and_the_adapter_changes_the_model(store, setting, tmp_path):
-    from agent.models.hf_model import HFModel
+    from skillgraft.agent.models.hf_model import HFModel
 
     model_dir = build_model(tmp_path / "tiny", chat_template=None)
     ckpt = _checkpoint(model_dir, tmp_path / "hn")
@@ -94,7 +94,7 @@ def test_parametric_mode_compiles_once_and_the_adapter_changes_the_model(store, 
 
 
 def test_parametric_without_a_hypernetwork_says_how_to_get_one(store, setting, tmp_path):
-    from agent.models.hf_model import HFModel
+    from skillgraft.agent.models.hf_model import HFModel
 
     model_dir = build_model(tmp_path / "tiny", chat_template=None)
     with pytest.raises(SkillSelectionError, match="hypernet train"):

@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import subprocess
-import textwrap
 import time
 
 import pytest
 
-from sandbox.base import SandboxError, SandboxLimits, open_sandbox
-from sandbox.bwrap_backend import BwrapSandbox
-from sandbox.doctor import check_bwrap
+from skillgraft.sandbox.base import SandboxError, SandboxLimits, open_sandbox
+from skillgraft.sandbox.bwrap_backend import BwrapSandbox
+from skillgraft.sandbox.doctor import check_bwrap
+from sandbox_support import NETWORK_PROBE, calc_repo
 
 usable = check_bwrap()
 pytestmark = pytest.mark.skipif(not usable.ok, reason=f"bubblewrap cannot run here: {usable.detail}")
@@ -19,11 +19,7 @@ LIMITS = SandboxLimits(memory="256m", command_timeout=20, output_limit=2000)
 
 @pytest.fixture
 def repo(tmp_path):
-    folder = tmp_path / "repo"
-    folder.mkdir()
-    (folder / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    (folder / "test_calc.py").write_text("from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n")
-    return folder
+    return calc_repo(tmp_path)
 
 
 def test_runs_as_agent_in_a_copy_and_is_removed(repo):
@@ -66,19 +62,9 @@ def test_host_is_read_only_and_secrets_hidden(repo):
 
 
 def test_no_network(repo):
-    probe = textwrap.dedent(
-        """
-        import socket
-        try:
-            socket.create_connection(("1.1.1.1", 53), timeout=3)
-            print("connected")
-        except OSError as exc:
-            print("refused", exc.errno)
-        """
-    )
     with BwrapSandbox(repo, LIMITS) as sandbox:
         routes = sandbox.execute("cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '")
-        attempt = sandbox.execute(f"python3 -c '{probe}'")
+        attempt = sandbox.execute(f"python3 -c '{NETWORK_PROBE}'")
     assert routes.output.split() == ["lo"]
     assert attempt.output.startswith("refused")
 

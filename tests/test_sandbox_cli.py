@@ -7,7 +7,7 @@ import docker
 import pytest
 from typer.testing import CliRunner
 
-from sandbox.image import IMAGE_TAG, import_rootfs, verify
+from skillgraft.sandbox.image import IMAGE_TAG, import_rootfs, verify
 from skillgraft.cli import app
 
 runner = CliRunner()

@@ -12,10 +12,11 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.base import LABEL, SandboxError, SandboxLimits, SandboxUnavailable, open_sandbox
-from sandbox.docker_backend import DockerSandbox
-from sandbox.lifecycle import OWNER_PID
-from sandbox.reap import reap
+from skillgraft.sandbox.base import LABEL, SandboxError, SandboxLimits, SandboxUnavailable, open_sandbox
+from skillgraft.sandbox.docker_backend import DockerSandbox
+from skillgraft.sandbox.lifecycle import OWNER_PID
+from skillgraft.sandbox.reap import reap
+from sandbox_support import NETWORK_PROBE, calc_repo
 
 pytestmark = pytest.mark.docker
 
@@ -30,11 +31,7 @@ def client():
 
 @pytest.fixture
 def repo(tmp_path):
-    folder = tmp_path / "repo"
-    folder.mkdir()
-    (folder / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    (folder / "test_calc.py").write_text("from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n")
-    return folder
+    return calc_repo(tmp_path)
 
 
 def exists(client, container_id: str) -> bool:
@@ -93,19 +90,9 @@ def test_failure_to_record_the_start_removes_container(client, tmp_path):
 
 
 def test_no_network_inside(repo):
-    probe = textwrap.dedent(
-        """
-        import socket
-        try:
-            socket.create_connection(("1.1.1.1", 53), timeout=3)
-            print("connected")
-        except OSError as exc:
-            print("refused", exc.errno)
-        """
-    )
     with DockerSandbox(repo, FAST) as sandbox:
         interfaces = sandbox.execute("ls /sys/class/net").output.split()
-        attempt = sandbox.execute(f"python3 -c '{probe}'")
+        attempt = sandbox.execute(f"python3 -c '{NETWORK_PROBE}'")
     assert interfaces == ["lo"]
     assert attempt.output.startswith("refused")
 
@@ -215,8 +202,8 @@ def test_sigterm_removes_the_container(client, repo):
         f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from sandbox.docker_backend import DockerSandbox
-        from sandbox.base import SandboxLimits
+        from skillgraft.sandbox.docker_backend import DockerSandbox
+        from skillgraft.sandbox.base import SandboxLimits
         sandbox = DockerSandbox({str(repo)!r}, SandboxLimits(memory="128m"))
         print(sandbox.container.id, flush=True)
         time.sleep(120)
@@ -235,7 +222,7 @@ def test_reap_removes_leftover_of_a_killed_run_and_keeps_live_ones(client, repo)
         f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from sandbox.docker_backend import DockerSandbox
+        from skillgraft.sandbox.docker_backend import DockerSandbox
         sandbox = DockerSandbox({str(repo)!r})
         print(sandbox.container.id, flush=True)
         time.sleep(120)

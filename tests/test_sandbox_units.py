@@ -6,12 +6,12 @@ import textwrap
 
 import pytest
 
-from sandbox.apt_sources import debian_mirror, parse_deb822, parse_one_line
-from sandbox.base import SandboxError, SandboxUnavailable, open_sandbox
-from sandbox.copy_in import repo_tarball
-from sandbox.docker_backend import DockerSandbox
-from sandbox.exec_server import OutputCap
-from sandbox.bwrap_backend import parse_bytes
+from skillgraft.sandbox.apt_sources import debian_mirror, parse_deb822, parse_one_line
+from skillgraft.sandbox.base import SandboxError, SandboxUnavailable, open_sandbox
+from skillgraft.sandbox.copy_in import repo_tarball
+from skillgraft.sandbox.docker_backend import DockerSandbox
+from skillgraft.sandbox.exec_server import OutputCap
+from skillgraft.sandbox.bwrap_backend import parse_bytes
 
 
 def test_deb822_sources_skip_disabled_and_keep_signed_by():

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from skillgraft.cli import app
-from skills import Store
+from skillgraft.skills import Store
 from store_fixtures import write_skill
 from test_store_schema import make_adapter
 

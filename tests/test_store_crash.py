@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from skills import Store
+from skillgraft.skills import Store
 from store_fixtures import pg_url, postgres_server, store_url, write_skill  # noqa: F401
 
 pytestmark = pytest.mark.slow
@@ -52,7 +52,7 @@ def make_tree(root: Path, n: int) -> Path:
 IMPORT_TREE = """
     import sys
     from pathlib import Path
-    from skills import Store
+    from skillgraft.skills import Store
     store = Store(sys.argv[1], Path(sys.argv[2]))
     store.import_tree(Path(sys.argv[3]), batch=int(sys.argv[4]), on_result=lambda r: print("imported", r.name, flush=True))
     print("done", flush=True)
@@ -101,8 +101,8 @@ def big_adapter(tmp_path: Path) -> Path:
 SLOW_ADAPTER_WRITE = """
     import sys, time
     from pathlib import Path
-    import skills.artifacts as artifacts
-    from skills import Store
+    import skillgraft.skills.artifacts as artifacts
+    from skillgraft.skills import Store
 
     def copy_half_then_hang(src, dst, digest):
         dst.write(src.read(1 << 20))  # part of the file reaches the disk...
@@ -117,8 +117,8 @@ SLOW_ADAPTER_WRITE = """
 SLOW_ROW_COMMIT = """
     import sys, time
     from pathlib import Path
-    from skills import Store
-    import skills.adapters as adapters
+    from skillgraft.skills import Store
+    import skillgraft.skills.adapters as adapters
 
     store = Store(sys.argv[1], Path(sys.argv[2]))
     def hang_before_commit(fn):
@@ -175,7 +175,7 @@ def test_the_next_writer_removes_a_dead_writers_partial_files_at_once(store_url:
 ADD_VERSIONS = """
     import sys, time
     from pathlib import Path
-    from skills import Store
+    from skillgraft.skills import Store
     url, artifacts, who, n, go = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), Path(sys.argv[5])
     store = Store(url, artifacts)
     print("ready", flush=True)
@@ -210,7 +210,7 @@ def test_two_processes_adding_versions_lose_nothing(store_url: str, tmp_path: Pa
 COMMIT_GLOBAL = """
     import sys, time
     from pathlib import Path
-    from skills import Store, StaleVersion
+    from skillgraft.skills import Store, StaleVersion
     url, artifacts, folder, go, n = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]), int(sys.argv[5])
     store = Store(url, artifacts)
     print("ready", flush=True)

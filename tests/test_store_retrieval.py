@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from skills import Store
-from skills.embedder import MiniLMEmbedder
+from skillgraft.skills import Store
+from skillgraft.skills.embedder import MiniLMEmbedder
 from store_fixtures import pg_url, postgres_server, store_url  # noqa: F401
 
 SKILLS = {
@@ -69,7 +69,7 @@ def minilm() -> MiniLMEmbedder:
 def test_the_onnx_encoder_computes_what_sentence_transformers_computes(minilm: MiniLMEmbedder, tmp_path: Path) -> None:
     from sentence_transformers import SentenceTransformer
 
-    from skills.embedder import minilm_path
+    from skillgraft.skills.embedder import minilm_path
 
     texts = ["fix import errors", "", "x " * 400,  # past the 256-token cut
              "Read the failing assertion.\n\nThen replace the constant with the expected one, and run the tests."]
@@ -152,7 +152,7 @@ def test_search_sees_versions_written_by_another_store(minilm: MiniLMEmbedder, t
 
 def test_lexical_score_rewards_rare_identifiers_not_common_words(store_url: str, tmp_path: Path) -> None:
     """FTS5 on SQLite, the in-memory BM25 elsewhere: same scale, same verdicts."""
-    from skills.lexical import FtsLexical, MemoryBM25
+    from skillgraft.skills.lexical import FtsLexical, MemoryBM25
 
     store = Store(store_url, tmp_path / "artifacts")
     for i in range(40):
@@ -176,7 +176,7 @@ def test_lexical_score_rewards_rare_identifiers_not_common_words(store_url: str,
 @pytest.mark.postgres
 def test_versions_committed_out_of_id_order_are_still_found(minilm: MiniLMEmbedder, pg_url: str, tmp_path: Path) -> None:
     """On PostgreSQL a lower id can commit after a higher one; the search must not skip it."""
-    from skills.schema import Skill, SkillVersion, utcnow
+    from skillgraft.skills.schema import Skill, SkillVersion, utcnow
 
     reader = Store(pg_url, tmp_path / "artifacts", embedder=minilm)
     writer = Store(pg_url, tmp_path / "artifacts", embedder=minilm)

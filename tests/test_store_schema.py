@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
-from skills import NotFound, Origin, SkillFormatError, StaleVersion, Store
-from skills.schema import Embedding, ImmutableRowError, SkillVersion
+from skillgraft.skills import NotFound, Origin, SkillFormatError, StaleVersion, Store
+from skillgraft.skills.schema import Embedding, ImmutableRowError, SkillVersion
 from store_fixtures import pg_url, postgres_server, store, store_url, write_skill  # noqa: F401
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from skills import SkillFormatError, Store, skillmd
+from skillgraft.skills import SkillFormatError, Store, skillmd
 from store_fixtures import write_skill
 
 GOOD = "---\nname: fix-imports\ndescription: Fix ImportError\n---\nBody.\n"

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from evolve.intervals import wilson
-from skillworld.evaluate import EpisodeResult, cells, episode_skill
+from skillgraft.evolve.intervals import wilson
+from skillgraft.skillworld.evaluate import EpisodeResult, cells, episode_skill
 
 
 def test_wilson_interval_known_values():

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from agent.prompts import SUBMIT_COMMAND, instance_prompt, parse_action, system_prompt
-from skillworld.expert import Step, messages, plan
-from skillworld.families import FAMILIES
-from skillworld.generate import HELDOUT_START, INSTRUCTION, generate
+from skillgraft.agent.prompts import SUBMIT_COMMAND, instance_prompt, parse_action, system_prompt
+from skillgraft.skillworld.expert import Step, messages, plan
+from skillgraft.skillworld.families import FAMILIES
+from skillgraft.skillworld.generate import HELDOUT_START, INSTRUCTION, generate
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -32,10 +32,10 @@ def _same_but_timings(text: str) -> str:
 @pytest.mark.parametrize("family", ["missing_import", "wrong_format"])
 def test_expert_through_the_agent_loop_matches_bulk_episodes(family):
     """What the agent loop shows a model is what the training data shows it."""
-    from agent.runner import run_task
-    from sandbox.image import IMAGE_TAG, engine, image_exists
-    from skillworld.episodes import run_episodes
-    from skillworld.expert import ExpertModel
+    from skillgraft.agent.runner import run_task
+    from skillgraft.sandbox.image import IMAGE_TAG, engine, image_exists
+    from skillgraft.skillworld.episodes import run_episodes
+    from skillgraft.skillworld.expert import ExpertModel
 
     if not image_exists(engine(), IMAGE_TAG):
         pytest.skip(f"sandbox image {IMAGE_TAG} not built")
@@ -50,10 +50,10 @@ def test_expert_through_the_agent_loop_matches_bulk_episodes(family):
 @pytest.mark.parametrize("mistake,family", [("grep-miss", "missing_import"), ("grep-miss", "wrong_constant"),
                                             ("edit-miss", "misspelt_call"), ("edit-miss", "drill_word")])
 def test_an_episode_with_a_wrong_step_recovers_and_the_wrong_step_is_never_trained(mistake, family):
-    from skillworld.dataset import episode_record, record_steps
-    from skillworld.episodes import run_episodes
-    from skillworld.expert import MISTAKE_TURN
-    from skillworld.policy.data import conversations
+    from skillgraft.skillworld.dataset import episode_record, record_steps
+    from skillgraft.skillworld.episodes import run_episodes
+    from skillgraft.skillworld.expert import MISTAKE_TURN
+    from skillgraft.skillworld.policy.data import conversations
 
     wt = generate(family, 7)
     [episode] = run_episodes([wt], backend="local", mistake=mistake)

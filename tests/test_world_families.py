@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from skillworld.episodes import run_episodes
-from skillworld.families import BENCHMARK, DRILL, FAMILIES, SEEN, SKILL_ONLY, resolve
-from skillworld.generate import HELDOUT_START, generate
-from skillworld.families.drills import GROUPS, LITERAL_FAMILIES
-from skillworld.library import for_family, for_task, skills
+from skillgraft.skillworld.episodes import run_episodes
+from skillgraft.skillworld import families
+from skillgraft.skillworld.families import BENCHMARK, DRILL, FAMILIES, GROUPS as FAMILY_GROUPS, SEEN, SKILL_ONLY, discover, resolve
+from skillgraft.skillworld.generate import HELDOUT_START, generate
+from skillgraft.skillworld.families.drills import GROUPS, LITERAL_FAMILIES
+from skillgraft.skillworld.library import for_family, for_task, skills
 
 SEEDS = [0, HELDOUT_START + 7]
 
@@ -22,6 +23,51 @@ def test_at_least_ten_families_split_into_seen_and_skill_only():
     assert resolve(None) == resolve(["all"]) == BENCHMARK  # drills are for training, not reports
     with pytest.raises(KeyError, match="unknown family"):
         resolve(["no_such_family"])
+
+
+def test_the_families_are_the_modules_of_the_package_in_their_declared_order():
+    import pkgutil
+
+    modules = [m.name for m in pkgutil.iter_modules(families.__path__) if m.name not in ("base", "drills")]
+    assert sorted(BENCHMARK) == sorted(modules)
+    # Generated tasks draw their background code from the families in this order: it must not move.
+    assert BENCHMARK == ["off_by_one", "wrong_operator", "inverted_comparison", "missing_import", "misspelt_call",
+                         "swapped_arguments", "missing_return", "wrong_constant", "wrong_dict_key",
+                         "wrong_boolean", "wrong_case_method", "wrong_format", "wrong_default"]
+    assert list(FAMILIES) == BENCHMARK + DRILL and list(FAMILY_GROUPS) == ["seen", "skill-only", "drill"]
+    assert all(FAMILIES[name].group == group for group, names in FAMILY_GROUPS.items() for name in names)
+
+
+FAMILY_MODULE = """
+from skillgraft.skillworld.families.base import Family
+from skillgraft.skillworld.families.off_by_one import plant
+
+FAMILY = Family("{name}", "{name}", plant, group="{group}"{order})
+"""
+
+
+def _package(root, name: str, modules: dict[str, tuple[str, str]]):
+    folder = root / name
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "helpers.py").write_text("X = 1\n")  # a module without a family is passed over
+    for module, (group, order) in modules.items():
+        (folder / f"{module}.py").write_text(FAMILY_MODULE.format(name=module, group=group, order=order))
+    return [str(folder)]
+
+
+def test_a_new_family_module_is_found_and_placed_by_its_order(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = _package(tmp_path, "more_families", {"zz_first": ("seen", ", order=1"), "aa_second": ("skill-only", ", order=2")})
+    assert [(f.name, f.group) for f in discover(path, "more_families")] == [("zz_first", "seen"), ("aa_second", "skill-only")]
+    path = _package(tmp_path, "unordered_families", {"lost": ("seen", "")})
+    with pytest.raises(ValueError, match="without an order"):
+        discover(path, "unordered_families")
+    path = _package(tmp_path, "clashing_families", {"one": ("seen", ", order=3"), "two": ("seen", ", order=3")})
+    with pytest.raises(ValueError, match="share the order"):
+        discover(path, "clashing_families")
+    with pytest.raises(ValueError, match="unknown group"):
+        discover(_package(tmp_path, "odd_families", {"odd": ("held-out", ", order=1")}), "odd_families")
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -37,7 +83,7 @@ def test_generation_is_deterministic_and_surface_varies(family):
 
 
 def test_task_round_trips_through_a_task_file(tmp_path):
-    from agent.task import load_task
+    from skillgraft.agent.task import load_task
 
     wt = generate("wrong_operator", HELDOUT_START)
     path = tmp_path / "task.yaml"
@@ -90,7 +136,7 @@ def test_every_family_has_paraphrased_skills_with_valid_names():
 
 @pytest.mark.docker
 def test_tasks_fail_before_and_pass_after_the_expert_in_the_sandbox_image():
-    from sandbox.image import IMAGE_TAG, engine, image_exists
+    from skillgraft.sandbox.image import IMAGE_TAG, engine, image_exists
 
     if not image_exists(engine(), IMAGE_TAG):
         pytest.skip(f"sandbox image {IMAGE_TAG} not built (skillgraft sandbox build)")
@@ -110,8 +156,8 @@ def _untouched_verdicts(tasks):
     import tempfile
     from pathlib import Path
 
-    from skillworld.episodes import _run_in_image
-    from skillworld.generate import TEST_COMMAND
+    from skillgraft.skillworld.episodes import _run_in_image
+    from skillgraft.skillworld.generate import TEST_COMMAND
 
     with tempfile.TemporaryDirectory() as tmp:
         jobs = [{"files": wt.files, "commands": [], "test": TEST_COMMAND, "verify": True} for wt in tasks]

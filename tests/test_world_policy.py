@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from skillworld.dataset import episode_record
-from skillworld.episodes import run_episodes
-from skillworld.generate import generate
-from skillworld.policy.train import TrainConfig, train_policy
+from skillgraft.skillworld.dataset import episode_record
+from skillgraft.skillworld.episodes import run_episodes
+from skillgraft.skillworld.generate import generate
+from skillgraft.skillworld.policy.train import TrainConfig, train_policy
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +41,10 @@ def test_training_carries_on_from_a_saved_policy(trained, tmp_path):
 
 
 def test_saved_policy_loads_with_hf_and_takes_a_compiled_adapter(trained, tmp_path):
-    from agent.models.factory import make_model
-    from agent.prompts import instance_prompt, system_prompt
-    from hypernet.compile import Compiler
-    from skillworld.library import for_family
+    from skillgraft.agent.models.factory import make_model
+    from skillgraft.agent.prompts import instance_prompt, system_prompt
+    from skillgraft.hypernet.compile import Compiler
+    from skillgraft.skillworld.library import for_family
 
     folder, _, _ = trained
     model = make_model(f"hf:{folder}", max_new_tokens=12)
@@ -62,10 +62,10 @@ def test_saved_policy_loads_with_hf_and_takes_a_compiled_adapter(trained, tmp_pa
 
 
 def test_a_lora_expert_learns_a_new_family_and_loads_on_the_policy(trained, tmp_path):
-    from agent.models.factory import make_model
-    from hypernet.lora import frobenius_norm
-    from hypernet.peft_io import check_base, load_adapter
-    from skillworld.policy.lora_expert import train_lora_expert
+    from skillgraft.agent.models.factory import make_model
+    from skillgraft.hypernet.lora import frobenius_norm
+    from skillgraft.hypernet.peft_io import check_base, load_adapter
+    from skillgraft.skillworld.policy.lora_expert import train_lora_expert
 
     folder, _, records = trained
     unseen = [r for r in records if r["family"] == "wrong_boolean"]
@@ -86,9 +86,9 @@ def test_a_lora_expert_learns_a_new_family_and_loads_on_the_policy(trained, tmp_
 def test_train_expert_command_registers_a_checkpoint(trained, tmp_path):
     from typer.testing import CliRunner
 
-    from evolve.cycleqd.population import select_checkpoints
+    from skillgraft.evolve.cycleqd.population import select_checkpoints
     from skillgraft.cli import app
-    from skills.store import Store
+    from skillgraft.skills.store import Store
 
     folder, _, _ = trained
     home = tmp_path / "home"
@@ -105,7 +105,7 @@ def test_train_expert_command_registers_a_checkpoint(trained, tmp_path):
 
 def test_a_drill_episode_is_shown_only_with_its_skill(trained):
     """Without its skill a drill's edit cannot be known, so no example may show it that way."""
-    from skillworld.policy.data import conversations, corpus
+    from skillgraft.skillworld.policy.data import conversations, corpus
 
     drill = run_episodes([generate("drill_min_max", 4)], backend="local")[0]
     assert drill.success
@@ -119,8 +119,8 @@ def test_a_drill_episode_is_shown_only_with_its_skill(trained):
 def test_with_a_skill_in_context_every_edit_thought_defers_to_the_skill(trained):
     """A seen family's edit comes with its own diagnosis when no skill is shown, and with the
     skill's when one is: a skill in view always means "make its edit", never "ignore it"."""
-    from skillworld.expert import plan
-    from skillworld.policy.data import conversations
+    from skillgraft.skillworld.expert import plan
+    from skillgraft.skillworld.policy.data import conversations
 
     without, with_skill = conversations(trained[2][:1], seed=0)  # a wrong_operator episode, seed 1
     name = generate("wrong_operator", 1).planted.name
@@ -141,8 +141,8 @@ def test_with_a_skill_in_context_every_edit_thought_defers_to_the_skill(trained)
 def test_the_context_loss_adds_to_the_assistant_loss_it_reports():
     import torch
 
-    from skillworld.policy.fit import _with_context_loss, collate
-    from skillworld.policy.model import build_policy
+    from skillgraft.skillworld.policy.fit import _with_context_loss, collate
+    from skillgraft.skillworld.policy.model import build_policy
 
     torch.manual_seed(0)
     model = build_policy(50, "micro", 64)
@@ -156,8 +156,8 @@ def test_the_context_loss_adds_to_the_assistant_loss_it_reports():
 
 def test_the_tokenizer_is_trained_on_the_training_families_text_only(trained):
     """A skill-only family's words must split into pieces the policy has written in training."""
-    from skillworld import library
-    from skillworld.policy.data import corpus
+    from skillgraft.skillworld import library
+    from skillgraft.skillworld.policy.data import corpus
 
     records = trained[2]  # wrong_operator, off_by_one (the policy's), wrong_boolean (held out from it)
     texts = set(corpus(records[:2]))
@@ -167,7 +167,7 @@ def test_the_tokenizer_is_trained_on_the_training_families_text_only(trained):
 
 
 def test_a_merge_ready_expert_replays_other_families_at_drawn_scales(trained, tmp_path, monkeypatch):
-    from skillworld.policy import lora_expert
+    from skillgraft.skillworld.policy import lora_expert
 
     folder, _, records = trained
     unseen = [r for r in records if r["family"] == "wrong_boolean"]
@@ -204,10 +204,10 @@ def test_a_merge_ready_expert_replays_other_families_at_drawn_scales(trained, tm
 def test_a_lora_policy_on_a_chat_base_learns_the_replies_and_loads_as_an_adapter(trained, tmp_path):
     """The default model's recipe in small: behaviour cloning into a LoRA on every linear layer of
     a frozen base, rendered with the base's chat template, saved in the project's PEFT format."""
-    from agent.models.factory import make_model
-    from hypernet.peft_io import load_adapter
-    from skillworld.policy.data import conversations
-    from skillworld.policy.lora_policy import ALL_LINEAR, LoraPolicyConfig, encode, train_lora_policy
+    from skillgraft.agent.models.factory import make_model
+    from skillgraft.hypernet.peft_io import load_adapter
+    from skillgraft.skillworld.policy.data import conversations
+    from skillgraft.skillworld.policy.lora_policy import ALL_LINEAR, LoraPolicyConfig, encode, train_lora_policy
 
     folder, _, records = trained
     convs = conversations(records, seed=0, skill_share=0.5)[:2]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 class ModelError(RuntimeError):
@@ -28,7 +28,14 @@ class Model(Protocol):
 
 @runtime_checkable
 class AdapterModel(Model, Protocol):
-    """A local model whose weights take PEFT LoRA adapters (one active at a time)."""
+    """A local model whose weights take PEFT LoRA adapters (one active at a time).
+
+    `base_config` describes the base the adapters must fit (a transformers config): a skill
+    compiler is built for it from memory, without reading the model's folder again.
+    """
+
+    @property
+    def base_config(self) -> Any: ...
 
     def load_adapter(self, adapter_dir: Path) -> None: ...
 

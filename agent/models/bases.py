@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.models.base import ModelError
+from skillgraft.agent.models.base import ModelError
 
 MANIFEST = "base.json"
 # Bumped when the conversion itself changes (what is saved, how), so old folders are made again.
@@ -66,7 +66,7 @@ def read_manifest(folder: Path) -> dict | None:
 
 
 def is_current(folder: Path) -> bool:
-    manifest = read_manifest(folder)
+    manifest = read_manifest(folder) or {}
     return bool(manifest) and manifest.get("converter") == CONVERTER_VERSION and (Path(folder) / "config.json").is_file()
 
 
@@ -120,7 +120,7 @@ def _convert(base: GgufBase, gguf: Path, out: Path) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from hypernet.peft_io import model_fingerprint
+    from skillgraft.hypernet.peft_io import model_fingerprint
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent.models.base import Model, ModelError
+from skillgraft.agent.models.base import Model, ModelError
 
 
 def make_model(spec: str, *, models_dir: Path | None = None, **kwargs: Any) -> Model:
@@ -15,26 +15,26 @@ def make_model(spec: str, *, models_dir: Path | None = None, **kwargs: Any) -> M
     if not spec:
         raise ModelError("empty model name")
     if spec.startswith("hf:"):
-        from agent.models.hf_model import HFModel
+        from skillgraft.agent.models.hf_model import HFModel
 
         return HFModel(spec[3:], **kwargs)
     if spec.startswith("replay:"):
-        from agent.models.replay_model import ReplayModel
+        from skillgraft.agent.models.replay_model import ReplayModel
 
         return ReplayModel.from_file(spec[len("replay:"):])
-    from agent.models.bases import BASES, ensure_base
+    from skillgraft.agent.models.bases import BASES, ensure_base
 
     if spec in BASES:
         if models_dir is None:
             raise ModelError(f"{spec} is converted into a models folder on first use; none was given")
-        from agent.models.hf_model import HFModel
+        from skillgraft.agent.models.hf_model import HFModel
 
         return HFModel(ensure_base(spec, Path(models_dir)), **kwargs)
     if models_dir is not None and "/" not in spec and (Path(models_dir) / spec / "config.json").is_file():
-        from agent.models.hf_model import HFModel
+        from skillgraft.agent.models.hf_model import HFModel
 
         return HFModel(Path(models_dir) / spec, **kwargs)
-    from agent.models.litellm_model import LitellmModel
+    from skillgraft.agent.models.litellm_model import LitellmModel
 
     try:
         return LitellmModel(spec, **kwargs)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import threading
 import warnings
 from pathlib import Path
+from typing import Any
 
-from agent.models.base import ModelError, ModelReply
+from skillgraft.agent.models.base import ModelError, ModelReply
 
 # transformers' loading contexts (meta-device init, default dtype) are process-global, so two
 # threads loading at once can leave one model on the meta device, and its lazy imports are not
@@ -73,7 +74,7 @@ class HFModel:
         self._model = self._base
         self.adapter_dir: Path | None = None
         self.reuse_cache = reuse_cache
-        self._cache = None  # (token ids the cache holds, the cache)
+        self._cache: tuple[list[int], Any] | None = None  # (token ids the cache holds, the cache)
         self._lock = threading.Lock()
         limit = getattr(self._base.config, "max_position_embeddings", None) or 2048
         self.max_context = min(max_context or limit, limit)
@@ -92,11 +93,15 @@ class HFModel:
 
     # -- adapters -------------------------------------------------------------------------
 
+    @property
+    def base_config(self) -> Any:
+        return self._base.config
+
     def load_adapter(self, adapter_dir: Path) -> None:
         """Activates a PEFT LoRA adapter folder, replacing any active one."""
         from peft import PeftModel
 
-        from hypernet.peft_io import BaseMismatchError, check_base
+        from skillgraft.hypernet.peft_io import BaseMismatchError, check_base
 
         adapter_dir = Path(adapter_dir)
         if not (adapter_dir / "adapter_config.json").is_file():

@@ -15,7 +15,7 @@ from typing import Any
 
 from tenacity import Retrying, before_sleep_log, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from agent.models.base import ModelError, ModelReply
+from skillgraft.agent.models.base import ModelError, ModelReply
 
 # litellm downloads a price map at import time unless told to use its bundled copy; the
 # sandboxed machines this runs on have no network, and a hang on import helps nobody.

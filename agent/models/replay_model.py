@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from agent.models.base import ModelError, ModelReply
+from skillgraft.agent.models.base import ModelError, ModelReply
 
 
 class ReplayModel:

@@ -4,13 +4,13 @@
     outcome = merge_and_promote(store, result, validator)      # candidate global adapter, kept only if better
     write_heatmaps(result.archives, out_dir)
 """
-from evolve.cycleqd.archive import AddStatus, Archive, Binning, Elite
-from evolve.cycleqd.config import CycleQDConfig
-from evolve.cycleqd.evaluators import AgentEvaluator, Evaluator, SyntheticEvaluator, synthetic_world
-from evolve.cycleqd.final_merge import MergeOutcome, merge_and_promote
-from evolve.cycleqd.heatmap import write_heatmaps
-from evolve.cycleqd.population import select_checkpoints
-from evolve.cycleqd.search import CycleQDResult, GenerationStats, run_cycleqd
+from skillgraft.evolve.cycleqd.archive import AddStatus, Archive, Binning, Elite
+from skillgraft.evolve.cycleqd.config import CycleQDConfig
+from skillgraft.evolve.cycleqd.evaluators import AgentEvaluator, Evaluator, SyntheticEvaluator, synthetic_world
+from skillgraft.evolve.cycleqd.final_merge import MergeOutcome, merge_and_promote
+from skillgraft.evolve.cycleqd.heatmap import write_heatmaps
+from skillgraft.evolve.cycleqd.population import select_checkpoints
+from skillgraft.evolve.cycleqd.search import CycleQDResult, GenerationStats, run_cycleqd
 
 __all__ = [
     "AddStatus", "AgentEvaluator", "Archive", "Binning", "CycleQDConfig", "CycleQDResult", "Elite", "Evaluator",

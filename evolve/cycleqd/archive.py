@@ -161,7 +161,7 @@ def offer_to_all(archives: Mapping[str, Archive], elite: Elite) -> dict[str, Add
 
 def distinct_elites(archives: Iterable[Archive]) -> list[Elite]:
     """Every elite held anywhere, once, in a stable order."""
-    seen: dict[str, Elite] = {}
+    seen: dict[int | str, Elite] = {}
     for archive in archives:
         for _, elite in sorted(archive.elites.items()):
             seen.setdefault(elite.adapter_id, elite)

@@ -8,7 +8,7 @@ from typing import Mapping
 
 import torch
 
-from hypernet.lora import LoraDelta, LowRank
+from skillgraft.hypernet.lora import LoraDelta, LowRank
 
 
 def content_hash(delta: Mapping[str, LowRank]) -> str:

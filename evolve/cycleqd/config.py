@@ -4,8 +4,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal, Optional
 
-Sampling = Literal["elite", "uniform"]
-Mutation = Literal["svd", "svd_rescale", "gaussian", "none"]
+from skillgraft.evolve.cycleqd.mutations import mutation_choices, mutation_names
+from skillgraft.evolve.cycleqd.sampling import SAMPLERS
+
+Sampling = str  # a key of cycleqd.sampling.SAMPLERS
+Mutation = str  # a name registered in cycleqd.mutations
 Granularity = Literal["model", "module"]
 
 
@@ -42,10 +45,10 @@ class CycleQDConfig:
             raise ValueError("children_per_generation must be >= 1")
         if self.bins < 1:
             raise ValueError("bins must be >= 1")
-        if self.sampling not in ("elite", "uniform"):
-            raise ValueError(f"unknown sampling {self.sampling!r}: use 'elite' or 'uniform'")
-        if self.mutation not in ("svd", "svd_rescale", "gaussian", "none"):
-            raise ValueError(f"unknown mutation {self.mutation!r}: use svd, svd_rescale, gaussian or none")
+        if self.sampling not in SAMPLERS:
+            raise ValueError(f"unknown sampling {self.sampling!r}: use {' or '.join(map(repr, SAMPLERS))}")
+        if self.mutation not in mutation_names():
+            raise ValueError(f"unknown mutation {self.mutation!r}: use {mutation_choices()}")
         if self.crossover_granularity not in ("model", "module"):
             raise ValueError("crossover_granularity must be 'model' or 'module'")
         if self.rank is not None and self.rank < 1:

@@ -16,8 +16,9 @@ from typing import Any, Callable, ClassVar, Mapping, Protocol, Sequence
 import numpy as np
 import torch
 
-from evolve.cycleqd.candidate import Candidate
-from hypernet.lora import LoraDelta, LowRank
+from skillgraft.agent.loadout import Loadout, SkillMode, make_loadout
+from skillgraft.evolve.cycleqd.candidate import Candidate
+from skillgraft.hypernet.lora import LoraDelta, LowRank
 
 Request = tuple[Candidate, str]
 
@@ -164,13 +165,19 @@ class AgentEvaluator:
             model = self._local.model = self.model_factory()
         return model
 
-    def _episode(self, candidate: Candidate, task: Any) -> float:
+    @staticmethod
+    def loadout(model: Any, candidate: Candidate) -> Loadout:
+        """A candidate merge is activated as it is, with no skills besides."""
         if candidate.folder is None:
             raise ValueError("the agent evaluator needs the candidate's adapter folder")
-        run = self.run
-        if run is None:
-            from agent.runner import run_task as run
-        result = run(task, self._model(), sandbox=self.sandbox, adapter_dir=candidate.folder, image=self.image)
+        return make_loadout(None, model, mode=SkillMode.parametric, adapters=[candidate.folder])
+
+    def _episode(self, candidate: Candidate, task: Any) -> float:
+        from skillgraft.agent.runner import run_task
+
+        run = self.run or run_task
+        model = self._model()
+        result = run(task, model, sandbox=self.sandbox, loadout=self.loadout(model, candidate), image=self.image)
         return float(result.success) if self.metric == "success" else float(result.reward)
 
     def evaluate(self, requests: Sequence[Request]) -> list[float]:

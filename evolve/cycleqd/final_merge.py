@@ -1,9 +1,10 @@
 """The end of a search: merge each archive's best elite and propose the merge as the global adapter.
 
-The merge weights are softmax(quality / T) over the archives' best elites, summed exactly by
-rank concatenation and recompressed to the run's rank. The merge replaces the global adapter only
-if its mean validation score beats the current global's; the commit is optimistic, so a learner
-that moved the global meanwhile wins and the merge is reported as not accepted.
+The merge weights are softmax(quality / T) over the archives' best elites, summed by the merge
+the search's children are made with (exact rank concatenation recompressed to the run's rank).
+The merge replaces the global adapter only if its mean validation score beats the current
+global's; the commit is optimistic, so a learner that moved the global meanwhile wins and the
+merge is reported as not accepted.
 """
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from evolve.cycleqd.candidate import Candidate
-from evolve.cycleqd.persistence import RunRecorder, score_candidates
-from evolve.cycleqd.search import CycleQDResult
-from hypernet.lora import LoraDelta, concat, truncate
+from skillgraft.evolve.cycleqd.candidate import Candidate
+from skillgraft.evolve.cycleqd.operators import MERGE
+from skillgraft.evolve.cycleqd.persistence import RunRecorder, score_candidates
+from skillgraft.evolve.cycleqd.search import CycleQDResult
+from skillgraft.hypernet.lora import LoraDelta
+from skillgraft.hypernet.merges import merge
 
 VALIDATION = "validation"  # cache namespace: validation sets share task names with evaluation sets
 
@@ -62,7 +65,7 @@ def merge_best(recorder: RunRecorder, result: CycleQDResult, rank: int) -> tuple
     tasks = list(best)
     weights = softmax([best[t].score(t) for t in tasks], result.config.merge_temperature)
     deltas = [recorder.delta(best[t].adapter_id) for t in tasks]
-    merged = truncate(concat(deltas, weights.tolist()), rank)
+    merged = merge(MERGE, deltas, weights.tolist(), rank=rank)
     return merged, {t: best[t].adapter_id for t in tasks}, {t: float(w) for t, w in zip(tasks, weights)}
 
 
@@ -75,7 +78,7 @@ def merge_and_promote(
     global_name: str = "global",
 ) -> MergeOutcome:
     """Builds the final merge, scores it and the current global on the validation sets, and commits if better."""
-    from skills.errors import StaleVersion
+    from skillgraft.skills.errors import StaleVersion
 
     recorder = RunRecorder(store)
     try:
@@ -101,7 +104,7 @@ def merge_and_promote(
         outcome = MergeOutcome(sources=sources, weights=weights, merge_adapter_id=merge_id,
                                candidate_scores=candidate_scores, global_scores=global_scores,
                                accepted=False, reason="", delta=merged)
-        if global_scores is not None and not outcome.candidate_mean > outcome.global_mean:
+        if outcome.global_mean is not None and not outcome.candidate_mean > outcome.global_mean:
             outcome.reason = f"merge scores {outcome.candidate_mean:.3f} on validation, not above the global's {outcome.global_mean:.3f}"
             return outcome
         if not promote:

@@ -7,7 +7,7 @@ from typing import Mapping
 
 import numpy as np
 
-from evolve.cycleqd.archive import Archive
+from skillgraft.evolve.cycleqd.archive import Archive
 
 
 def quality_grid(archive: Archive) -> np.ndarray:

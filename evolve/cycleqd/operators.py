@@ -1,19 +1,22 @@
 """Crossover and mutation on low-rank task vectors; no d×d matrix is ever formed.
 
-A child's task vector is built as an exact rank concatenation of scaled parts and then brought
-back to rank R by `hypernet.lora.truncate` (QR of both stacks + SVD of the small core), so the
-cost per module is O(d·k²) for stacked rank k instead of O(d²) for dense task vectors.
+A child's task vector is a weighted sum of parts merged by the MERGE method of `hypernet.merges`:
+an exact rank concatenation brought back to rank R (QR of both stacks + SVD of the small core),
+so the cost per module is O(d·k²) for stacked rank k instead of O(d²) for dense task vectors.
+The mutations a config may name are registered in cycleqd.mutations.
 """
 from __future__ import annotations
 
-from typing import Mapping, Protocol, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
 
-from hypernet.lora import LoraDelta, LowRank, concat, svd, truncate
+from skillgraft.hypernet.lora import LoraDelta, LowRank, svd
+from skillgraft.hypernet.merges import merge
 
 Svd = Mapping[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+MERGE = "svd"  # how children, and the final merge of a search, sum task vectors and return to rank R
 
 
 def crossover_weights(n: int, rng: np.random.Generator, mu: float = 1.0, sigma: float = 0.01) -> np.ndarray:
@@ -46,7 +49,7 @@ def crossover(
     for name in _module_union(parents):
         coeffs = shared if shared is not None else crossover_weights(len(parents), rng, mu, sigma)
         parts = [({name: p[name]}, float(c)) for p, c in zip(parents, coeffs) if name in p]
-        child.update(truncate(concat([d for d, _ in parts], [c for _, c in parts]), rank))
+        child.update(merge(MERGE, [d for d, _ in parts], [c for _, c in parts], rank=rank))
     return child
 
 
@@ -79,7 +82,7 @@ def svd_expert_mutation(
         u = _uniforms(rng, 0.0, w_max, S.shape[0], S)
         push = {name: LowRank(B=U * (u * S), A=Vh)}
         own = {name: child[name]} if name in child else {}
-        out.update(truncate(concat([own, push], [1.0, 1.0]), rank))
+        out.update(merge(MERGE, [own, push], [1.0, 1.0], rank=rank))
     return out
 
 
@@ -122,7 +125,7 @@ def gaussian_mutation(
         P = torch.randn(out_dim, k, generator=gen, dtype=torch.float32)
         Q = torch.randn(k, in_dim, generator=gen, dtype=torch.float32)
         noise = LowRank(B=(P * (std * rms / k**0.5)).to(lr.B.dtype), A=Q.to(lr.A.dtype))
-        out.update(truncate(concat([{name: lr}, {name: noise}], [1.0, 1.0]), rank))
+        out.update(merge(MERGE, [{name: lr}, {name: noise}], [1.0, 1.0], rank=rank))
     return out
 
 
@@ -131,30 +134,3 @@ def _rms(lr: LowRank) -> float:
     B, A = lr.B.double(), lr.A.double()
     sq = float(torch.trace((B.T @ B) @ (A @ A.T)).clamp_min(0))
     return (sq / (lr.shape[0] * lr.shape[1])) ** 0.5
-
-
-class Mutator(Protocol):
-    def __call__(self, child: LoraDelta, rng: np.random.Generator, expert_svd: Svd | None) -> LoraDelta: ...
-
-
-def make_mutator(name: str, *, rank: int, w_max: float = 0.1, noise_std: float = 0.05) -> Mutator:
-    """The mutation named in the config, as one callable with a shared signature."""
-
-    def svd_expert(child: LoraDelta, rng: np.random.Generator, expert_svd: Svd | None) -> LoraDelta:
-        if not expert_svd:
-            return child  # an empty archive has no expert to learn from yet
-        return svd_expert_mutation(child, expert_svd, rng, rank=rank, w_max=w_max)
-
-    def svd_rescale(child: LoraDelta, rng: np.random.Generator, expert_svd: Svd | None) -> LoraDelta:
-        return svd_rescale_mutation(child, rng, rank=rank, w_max=w_max)
-
-    def gaussian(child: LoraDelta, rng: np.random.Generator, expert_svd: Svd | None) -> LoraDelta:
-        return gaussian_mutation(child, rng, rank=rank, std=noise_std)
-
-    def none(child: LoraDelta, rng: np.random.Generator, expert_svd: Svd | None) -> LoraDelta:
-        return child
-
-    table = {"svd": svd_expert, "svd_rescale": svd_rescale, "gaussian": gaussian, "none": none}
-    if name not in table:
-        raise ValueError(f"unknown mutation {name!r}: use one of {sorted(table)}")
-    return table[name]

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from evolve.cycleqd.archive import Cell, Elite
-from evolve.cycleqd.candidate import Candidate
-from hypernet.lora import LoraDelta
-from hypernet.peft_io import AdapterInfo, load_adapter, save_adapter
+from skillgraft.evolve.cycleqd.archive import Cell, Elite
+from skillgraft.evolve.cycleqd.candidate import Candidate
+from skillgraft.hypernet.lora import LoraDelta
+from skillgraft.hypernet.peft_io import AdapterInfo, load_adapter, save_adapter
 
 ADAPTER_KIND = "checkpoint"
 

@@ -32,7 +32,7 @@ def select_checkpoints(store: Any, specs: Sequence[str] = ("global",)) -> list[i
 
 def add_checkpoint(store: Any, folder: Path, provenance: Mapping[str, Any], name: str) -> Any:
     """Registers an adapter folder (PEFT format) as a checkpoint CycleQD can start from."""
-    from hypernet.peft_io import read_info
+    from skillgraft.hypernet.peft_io import read_info
 
     info = read_info(folder)
     rank = info.rank or 1

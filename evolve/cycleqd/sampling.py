@@ -1,11 +1,11 @@
 """Choosing two parents from the quality task's archive."""
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from evolve.cycleqd.archive import Archive, Elite
+from skillgraft.evolve.cycleqd.archive import Archive, Elite
 
 # The paper's elite-sampling weight per dimension is LOW + SPAN * (min-max normalised value),
 # i.e. it runs from 0.5 for the worst elite to 0.8 for the best.
@@ -96,9 +96,10 @@ def _fallback(archive: Archive, elites: Sequence[Elite], pool: Sequence[Elite], 
     return first, second
 
 
+SAMPLERS: dict[str, Callable[[], ParentSampler]] = {"elite": EliteSampler, "uniform": UniformSampler}
+
+
 def make_sampler(name: str) -> ParentSampler:
-    if name == "elite":
-        return EliteSampler()
-    if name == "uniform":
-        return UniformSampler()
-    raise ValueError(f"unknown sampling {name!r}")
+    if name not in SAMPLERS:
+        raise ValueError(f"unknown sampling {name!r}")
+    return SAMPLERS[name]()

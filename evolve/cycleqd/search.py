@@ -15,13 +15,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from evolve.cycleqd.archive import Archive, ArchiveStats, Binning, Elite, distinct_elites, make_archives
-from evolve.cycleqd.candidate import Candidate
-from evolve.cycleqd.config import CycleQDConfig
-from evolve.cycleqd.operators import crossover, make_mutator
-from evolve.cycleqd.persistence import RunRecorder, score_candidates
-from evolve.cycleqd.sampling import make_sampler
-from hypernet.lora import svd
+from skillgraft.evolve.cycleqd.archive import Archive, ArchiveStats, Binning, Elite, distinct_elites, make_archives
+from skillgraft.evolve.cycleqd.candidate import Candidate
+from skillgraft.evolve.cycleqd.config import CycleQDConfig
+from skillgraft.evolve.cycleqd.mutations import make_mutator, uses_expert
+from skillgraft.evolve.cycleqd.operators import crossover
+from skillgraft.evolve.cycleqd.persistence import RunRecorder, score_candidates
+from skillgraft.evolve.cycleqd.sampling import make_sampler
+from skillgraft.hypernet.lora import svd
 
 
 @dataclass
@@ -69,7 +70,7 @@ class CycleQDResult:
     history: list[GenerationStats] = field(default_factory=list)  # this call's generations only
 
     def best(self) -> dict[str, Elite]:
-        return {t: a.best() for t, a in self.archives.items() if a.best() is not None}
+        return {t: best for t, a in self.archives.items() if (best := a.best()) is not None}
 
 
 def quality_task(tasks: Sequence[str], generation: int, config: CycleQDConfig) -> str:
@@ -99,7 +100,7 @@ class _Search:
         return {"tasks": self.tasks, "checkpoints": self.checkpoints, "rank": self.rank, "binning": self.binning.to_dict()}
 
     def _expert(self, archive: Archive):
-        if self.config.mutation != "svd":
+        if not uses_expert(self.config.mutation):
             return None
         best = archive.best()
         if best is None:
@@ -158,7 +159,7 @@ def _start(recorder: RunRecorder, checkpoints: list[Any], tasks: list[str], eval
            config: CycleQDConfig, meta: Mapping[str, Any]) -> tuple[_Search, GenerationStats]:
     """Scores the starting checkpoints, sets the bin ranges from them and fills the archives."""
     deltas = [recorder.delta(c) for c in checkpoints]
-    bases = {recorder.info(c).fingerprint for c in checkpoints} - {None}
+    bases = {fp for c in checkpoints if (fp := recorder.info(c).fingerprint) is not None}
     if len(bases) > 1:
         raise ValueError(f"the starting checkpoints belong to different base models ({', '.join(sorted(bases))})")
     rank = config.rank or max(lr.rank for d in deltas for lr in d.values())

@@ -8,7 +8,7 @@ TASK_SUFFIXES = (".yaml", ".yml", ".json")
 
 def load_task_set(path: str | Path) -> list:
     """The tasks in one task file, or in every task file directly inside a folder (sorted by name)."""
-    from agent.task import TaskError, load_task
+    from skillgraft.agent.task import TaskError, load_task
 
     path = Path(path).expanduser()
     if path.is_file():
@@ -24,10 +24,10 @@ def load_task_set(path: str | Path) -> list:
 def parse_task_spec(spec: str) -> tuple[str, Path]:
     """`NAME=PATH` -> (NAME, PATH); a bare PATH is named after its file or folder stem."""
     if "=" in spec:
-        name, _, path = spec.partition("=")
+        name, _, where = spec.partition("=")
         name = name.strip()
         if not name:
             raise ValueError(f"task set {spec!r}: empty name before '='")
-        return name, Path(path.strip())
+        return name, Path(where.strip())
     path = Path(spec)
     return path.stem if path.suffix in TASK_SUFFIXES else path.name, path

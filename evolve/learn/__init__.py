@@ -6,13 +6,13 @@ global adapter, and refine weak skills with a generator–verifier loop.
     fold_into_global(store, adapter_id, EmaConfig(alpha=0.1, rank=16))
     Refiner(store, OfflineGenerator(), AgentVerifier(store, model)).refine("off-by-one", tasks, held_out)
 """
-from evolve.learn.global_adapter import EmaConfig, FoldResult, factor_ema, fold_into_global
-from evolve.learn.loop import LearnConfig, Learner, SessionReport, TaskOutcome
-from evolve.learn.propose import Generator, LLMGenerator, OfflineGenerator
-from evolve.learn.refine import AgentVerifier, Refiner, RefineResult, Verifier
-from evolve.learn.summarise import Summariser, SummaryError
-from evolve.learn.summarise_llm import LLMSummariser
-from evolve.learn.summarise_offline import OfflineSummariser
+from skillgraft.evolve.learn.global_adapter import EmaConfig, FoldResult, factor_ema, fold_into_global
+from skillgraft.evolve.learn.loop import LearnConfig, Learner, SessionReport, TaskOutcome
+from skillgraft.evolve.learn.propose import Generator, LLMGenerator, OfflineGenerator
+from skillgraft.evolve.learn.refine import AgentVerifier, Refiner, RefineResult, Verifier
+from skillgraft.evolve.learn.summarise import Summariser, SummaryError
+from skillgraft.evolve.learn.summarise_llm import LLMSummariser
+from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
 
 __all__ = [
     "AgentVerifier", "EmaConfig", "FoldResult", "Generator", "LLMGenerator", "LLMSummariser", "LearnConfig", "Learner",

@@ -22,7 +22,7 @@ import keyword
 import re
 from dataclasses import dataclass, field
 
-from evolve.learn.episode import Episode, Step
+from skillgraft.evolve.learn.episode import Episode, Step
 
 # While abstracting, a placeholder is a sentinel no pattern below can match inside (no digits,
 # NUL-delimited); it is rendered in the chosen style only at the end.

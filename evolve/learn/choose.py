@@ -1,9 +1,10 @@
 """Which skills a task gets, and which skill a success is written into."""
 from __future__ import annotations
 
-from agent.task import Task
-from evolve.learn.summarise import skill_name_for
-from skills.schema import SkillVersion
+from skillgraft.agent.seams import SkillStore
+from skillgraft.agent.task import Task
+from skillgraft.evolve.learn.summarise import skill_name_for
+from skillgraft.skills.schema import SkillVersion
 
 
 def query_for(task: Task) -> str:
@@ -12,7 +13,7 @@ def query_for(task: Task) -> str:
     return " ".join(part for part in [task.family or "", *task.tags, task.instruction] if part).replace("_", " ")
 
 
-def retrieve(store, task: Task, k: int, min_score: float = 0.0) -> list[SkillVersion]:
+def retrieve(store: SkillStore, task: Task, k: int, min_score: float = 0.0) -> list[SkillVersion]:
     """The latest versions of the k skills most relevant to the task (none from an empty store).
 
     A skill that names the family it is for (frontmatter metadata `family`) is not given to a
@@ -31,7 +32,7 @@ def family_of(version: SkillVersion) -> str | None:
     return meta.get("family") if isinstance(meta, dict) else None
 
 
-def target_skill(store, task: Task, used: list[SkillVersion]) -> str:
+def target_skill(store: SkillStore, task: Task, used: list[SkillVersion]) -> str:
     """Where a summary of a success on `task` goes.
 
     The skill that was used, when it is the skill for this task's family; otherwise the family's

@@ -5,7 +5,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from evolve.intervals import SuccessRate
+from skillgraft.evolve.intervals import SuccessRate
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
-"""A stored trajectory read back as what learning needs: the task, the steps taken, the verdict.
+"""A run as what learning needs: the task, the steps taken, the verdict.
 
-The trajectory file holds the messages exactly as the model saw them, so the steps are recovered
-with the same parser the agent uses; replies that did not parse were format errors and are not
-steps.
+A run just finished gives its steps as the loop had them (`episode_from_run`). A stored
+trajectory holds the messages exactly as the model saw them, so its steps are recovered with
+the same parser the agent uses (`load_episode`); replies that did not parse were format errors
+and are not steps.
 """
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.prompts import FormatError, is_submit, parse_action
+from skillgraft.agent.prompts import FormatError, is_submit, parse_action
+from skillgraft.agent.runner import RunResult
+from skillgraft.agent.task import Task
 
 _RETURNCODE = re.compile(r"<returncode>(-?\d+)</returncode>")
 _OUTPUT = re.compile(r"<output>\n?(.*)</output>", re.DOTALL)
@@ -62,6 +65,10 @@ def _text(message: dict) -> str:
     return content
 
 
+def _thought(reply: str) -> str:
+    return _BASH.sub("", reply).strip()
+
+
 def steps_from_messages(messages: list[dict]) -> list[Step]:
     steps: list[Step] = []
     pending: Step | None = None
@@ -81,7 +88,7 @@ def steps_from_messages(messages: list[dict]) -> list[Step]:
                 except FormatError:
                     pending = None
                     continue
-            pending = Step(thought=_BASH.sub("", content).strip(), command=command)
+            pending = Step(thought=_thought(content), command=command)
             steps.append(pending)
         elif role in ("user", "tool") and pending is not None:
             text = _text(message)
@@ -98,8 +105,8 @@ def episode_from_dict(data: dict, path: Path | None = None) -> Episode:
     info = data.get("info") or {}
     first_user = next((_text(m) for m in messages if m.get("role") == "user"), "")
     instruction = first_user.rsplit("Task:", 1)[-1].strip() if "Task:" in first_user else first_user.strip()
-    task = info.get("task") if isinstance(info.get("task"), dict) else {}
-    test = info.get("test") if isinstance(info.get("test"), dict) else {}
+    task = info["task"] if isinstance(info.get("task"), dict) else {}
+    test = info["test"] if isinstance(info.get("test"), dict) else {}
     success = info.get("success")
     if success is None:
         success = bool(test.get("passed", info.get("reward", 0) == 1))
@@ -113,6 +120,16 @@ def episode_from_dict(data: dict, path: Path | None = None) -> Episode:
         test_output=str(test.get("output") or info.get("test_output") or ""),
         path=path,
     )
+
+
+def episode_from_run(task: Task, result: RunResult) -> Episode:
+    """The episode of a run just finished, from the steps its loop kept (no file is read)."""
+    steps = [Step(_thought(s.reply), s.command, s.result.output if s.result else "",
+                  s.result.returncode if s.result else None)
+             for s in result.history if s.command is not None]
+    return Episode(task_id=task.id, instruction=task.instruction, steps=steps, success=result.success,
+                   family=task.family, skills=list(result.skills), test_output=result.test_output,
+                   path=result.trajectory_path)
 
 
 def load_episode(path: Path) -> Episode:

@@ -13,16 +13,24 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random
 
-from hypernet.lora import LoraDelta, LowRank, ema, truncate
-from hypernet.peft_io import load_adapter, save_adapter
-from skills.errors import StaleVersion
-from skills.schema import Adapter
+from skillgraft.hypernet.lora import LoraDelta, LowRank
+from skillgraft.hypernet.merges import merge
+from skillgraft.hypernet.peft_io import load_adapter, save_adapter
+from skillgraft.skills.errors import StaleVersion
+from skillgraft.skills.schema import Adapter, saved_id
+
+if TYPE_CHECKING:
+    from skillgraft.skills.store import Store
 
 GLOBAL = "global"
+# The merge each EMA mode sums the two adapters with. "exact": the EMA of ΔW (the method).
+# "factors": the EMA of A and B apart, which is not an EMA of ΔW at all; kept only so the
+# difference can be measured.
+MODE_MERGES = {"exact": "svd", "factors": "factors"}
 
 # A gate sees the candidate folder and the current head's folder and says whether to commit.
 Gate = Callable[[Path, Path], bool]
@@ -33,9 +41,7 @@ class EmaConfig:
     alpha: float = 0.1
     rank: int = 16
     name: str = GLOBAL
-    # "exact": EMA of ΔW (the method). "factors": EMA of A and B apart, which is not an EMA of
-    # ΔW at all; kept only so the difference can be measured.
-    mode: str = "exact"
+    mode: str = "exact"  # a key of MODE_MERGES
     # The first global version copies the first skill (α = 1 on an empty global), the same bias
     # correction an EMA started from zero needs; otherwise it would start α times too small.
     copy_first: bool = True
@@ -46,8 +52,8 @@ class EmaConfig:
             raise ValueError(f"alpha must lie in (0, 1], got {self.alpha}")
         if self.rank < 1:
             raise ValueError(f"rank must be at least 1, got {self.rank}")
-        if self.mode not in ("exact", "factors"):
-            raise ValueError(f"mode must be 'exact' or 'factors', got {self.mode!r}")
+        if self.mode not in MODE_MERGES:
+            raise ValueError(f"mode must be {' or '.join(map(repr, MODE_MERGES))}, got {self.mode!r}")
 
 
 @dataclass
@@ -58,47 +64,27 @@ class FoldResult:
     provenance: dict = field(default_factory=dict)
 
 
-def _padded(lr: LowRank, rank: int) -> LowRank:
-    """Zero columns of B and rows of A up to `rank`; ΔW is unchanged."""
-    extra = rank - lr.rank
-    if extra <= 0:
-        return lr
-    return LowRank(B=torch.cat([lr.B, lr.B.new_zeros(lr.B.shape[0], extra)], dim=1),
-                   A=torch.cat([lr.A, lr.A.new_zeros(extra, lr.A.shape[1])], dim=0))
-
-
 def factor_ema(global_: Mapping[str, LowRank], new: Mapping[str, LowRank], alpha: float, rank: int) -> LoraDelta:
     """The tempting shortcut: average B's and A's apart (both brought to rank R first).
 
     (1−α)B_g A_g + α B_n A_n is what the method needs; this gives ((1−α)B_g + αB_n)((1−α)A_g + αA_n),
     which adds cross terms and shrinks both parts. Used by the ablation only.
     """
-    out: LoraDelta = {}
-    for name in dict.fromkeys([*global_, *new]):
-        g = truncate({name: global_[name]}, rank)[name] if name in global_ else None
-        n = truncate({name: new[name]}, rank)[name] if name in new else None
-        if g is None or n is None:
-            only = g if g is not None else n
-            w = (1 - alpha) if g is not None else alpha
-            out[name] = LowRank(B=only.B * w, A=only.A.clone())
-            continue
-        g, n = _padded(g, rank), _padded(n, rank)
-        out[name] = LowRank(B=(1 - alpha) * g.B + alpha * n.B, A=(1 - alpha) * g.A + alpha * n.A)
-    return out
+    return merge("factors", [global_, new], [1 - alpha, alpha], rank=rank)
 
 
 def combine(current: Mapping[str, LowRank] | None, new: Mapping[str, LowRank], config: EmaConfig) -> tuple[LoraDelta, float]:
     """The next global ΔW and the α actually used."""
     if current is None:
+        # Every mode starts alike: the first skill, weighted by α, brought to rank R.
         alpha = 1.0 if config.copy_first else config.alpha
-        return ema({}, new, alpha, config.rank), alpha
-    if config.mode == "factors":
-        return factor_ema(current, new, config.alpha, config.rank), config.alpha
-    return ema(current, new, config.alpha, config.rank), config.alpha
+        return merge(MODE_MERGES["exact"], [new], [alpha], rank=config.rank), alpha
+    merged = merge(MODE_MERGES[config.mode], [current, new], [1.0 - config.alpha, config.alpha], rank=config.rank)
+    return merged, config.alpha
 
 
 def fold_into_global(
-    store,
+    store: Store,
     new_adapter_id: int,
     config: EmaConfig = EmaConfig(),
     *,
@@ -119,10 +105,10 @@ def fold_into_global(
         with step:
             tries += 1
             head = store.latest_global(config.name)
-            current = load_adapter(store.adapter_path(head.id))[0] if head is not None else None
+            current = load_adapter(store.adapter_path(saved_id(head.id)))[0] if head is not None else None
             merged, alpha = combine(current, new_delta, config)
             prov = {
-                "method": "ema" if config.mode == "exact" else "ema-factors",
+                "method": "ema" if config.mode == "exact" else f"ema-{config.mode}",
                 "alpha": alpha,
                 "rank": config.rank,
                 "combined": ([{"adapter_id": head.id, "weight": 1.0 - alpha}] if head is not None else [])
@@ -134,7 +120,7 @@ def fold_into_global(
                     merged, Path(tmp) / "adapter", base_model_name=info.base_model_name, fingerprint=info.fingerprint,
                     target_modules=info.target_modules, metadata={"provenance": prov},
                 )
-                if gate is not None and head is not None and not gate(folder, store.adapter_path(head.id)):
+                if gate is not None and head is not None and not gate(folder, store.adapter_path(saved_id(head.id))):
                     return FoldResult(record=head, committed=False, attempts=tries, provenance=prov)
                 if on_computed is not None:
                     on_computed(folder)

@@ -10,9 +10,9 @@ import re
 
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt
 
-from agent.models.base import Model
-from evolve.learn.summarise import SummaryError, check_skill_text
-from skills.errors import SkillFormatError
+from skillgraft.agent.models.base import Model
+from skillgraft.evolve.learn.summarise import SummaryError, check_skill_text
+from skillgraft.skills.errors import SkillFormatError
 
 _FENCE = re.compile(r"^(`{3,})[ \t]*([\w-]*)[ \t]*\n(.*?)^\1[ \t]*$", re.DOTALL | re.MULTILINE)
 

@@ -15,19 +15,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from agent.models.base import AdapterModel
-from agent.runner import RunResult, run_task
-from agent.task import Task
-from evolve.learn.choose import retrieve, target_skill
-from agent.skill_adapters import compiled_adapter, compose
-from evolve.learn.episode import load_episode
-from evolve.learn.evaluate import AgentScorer, mean
-from evolve.learn.global_adapter import EmaConfig, FoldResult, fold_into_global
-from evolve.learn.summarise import Summariser, SummaryError
-from skills.schema import SkillVersion
-from skills.skillmd import parse
-
-SKILL_MODES = ("context", "parametric", "both")
+from skillgraft.agent.loadout import SKILL_MODES, GivenSkill, Loadout, SkillMode, make_loadout
+from skillgraft.agent.models.base import AdapterModel, Model
+from skillgraft.agent.seams import SkillCompiler
+from skillgraft.agent.runner import RunResult, run_task
+from skillgraft.agent.skill_adapters import compiled_adapter
+from skillgraft.agent.task import Task
+from skillgraft.evolve.learn.choose import retrieve, target_skill
+from skillgraft.evolve.learn.episode import episode_from_run
+from skillgraft.evolve.learn.evaluate import AgentScorer, mean
+from skillgraft.evolve.learn.global_adapter import EmaConfig, FoldResult, fold_into_global
+from skillgraft.evolve.learn.summarise import Summariser, SummaryError
+from skillgraft.evolve.learn.refine import Refiner
+from skillgraft.skills.schema import SkillVersion, saved_id
+from skillgraft.skills.store import Store
 
 
 @dataclass
@@ -91,8 +92,9 @@ class SessionReport:
 
 
 class Learner:
-    def __init__(self, store, model, compiler, summariser: Summariser, config: LearnConfig, workdir: Path, *,
-                 validation: Sequence[Task] = (), refiner=None, periodic: Callable[["Learner", int], str | None] | None = None):
+    def __init__(self, store: Store, model: Model, compiler: SkillCompiler | None, summariser: Summariser,
+                 config: LearnConfig, workdir: Path, *, validation: Sequence[Task] = (), refiner: Refiner | None = None,
+                 periodic: Callable[["Learner", int], str | None] | None = None):
         """`compiler` may be None (a model without adapters: skills in context only); `refiner` is
         a refine.Refiner used on weak skills; `periodic(learner, session_number)` runs after a
         session (CycleQD) and returns a note."""
@@ -115,76 +117,72 @@ class Learner:
         config = {**self.config.to_dict(), "label": label, "tasks": [t.id for t in tasks],
                   "model": self.model.name, "summariser": self.summariser.name}
         session = self.store.resumable_session("learn", config) or self.store.start_session("learn", config)
+        session_id = saved_id(session.id)
         # Counted among sessions of the same kind (learning on, or off), so a baseline run in the
         # same store does not shift when the periodic search falls due.
         number = 1 + sum(1 for s in self.store.sessions(kind="learn")
-                         if s.id < session.id and (s.config or {}).get("learning") == self.config.learning)
-        report = SessionReport(session.id, number, self._finished(session.id, tasks))
+                         if saved_id(s.id) < session_id and (s.config or {}).get("learning") == self.config.learning)
+        report = SessionReport(session_id, number, self._finished(session_id, tasks))
         for task in tasks[len(report.outcomes):]:
-            outcome = self.run_one(task, session.id)
+            outcome = self.run_one(task, session_id)
             report.outcomes.append(outcome)
             if on_outcome is not None:
                 on_outcome(outcome)
         if self.config.learning:
-            report.notes += self._refine_weak(report, tasks, session.id)
+            report.notes += self._refine_weak(report, tasks, session_id)
             if self.periodic is not None and self.config.cycleqd_every and number % self.config.cycleqd_every == 0:
                 note = self.periodic(self, number)
                 if note:
                     report.notes.append(note)
-        self.store.end_session(session.id, report.summary())
+        self.store.end_session(session_id, report.summary())
         return report
 
     def _finished(self, session_id: int, tasks: Sequence[Task]) -> list[TaskOutcome]:
         """The outcomes of the tasks a resumed session had already run (its first tasks, in order)."""
-        done = sorted(self.store.trajectories(session_id=session_id), key=lambda t: t.id)
+        done = sorted(self.store.trajectories(session_id=session_id), key=lambda t: saved_id(t.id))
         if [t.task_id for t in done] != [t.id for t in tasks[:len(done)]]:
             raise ValueError(f"session {session_id} holds runs of other tasks than the ones it was started with")
         outcomes = []
         for row in done:
             used = [self.store.version(i) for i in row.skill_version_ids]
-            learned = self.store.versions_from_trajectory(row.id)
-            outcomes.append(TaskOutcome(row.task_id, row.family, row.reward > 0, row.steps, row.outcome, row.id,
+            learned = self.store.versions_from_trajectory(saved_id(row.id))
+            outcomes.append(TaskOutcome(row.task_id, row.family, row.reward > 0, row.steps, row.outcome, saved_id(row.id),
                                         [f"{v.skill_name}@v{v.number}" for v in used], None,
                                         learned=f"{learned[0].skill_name}@v{learned[0].number}" if learned else None,
                                         note="run before the session was interrupted"))
         return outcomes
 
     # ---------------------------------------------------------------- one task
-    def setup_for(self, task: Task) -> tuple[list[SkillVersion], list[int], object]:
-        """(skill versions, adapter ids, global head) a run of `task` gets right now."""
+    def loadout_for(self, task: Task) -> Loadout:
+        """The skills and adapter a run of `task` gets right now."""
         versions = retrieve(self.store, task, self.config.k_skills, self.config.min_retrieval_score)
-        adapter_ids: list[int] = []
-        head = self.store.latest_global(self.config.ema.name) if (self.parametric and self.config.use_global) else None
-        if head is not None:
-            adapter_ids.append(head.id)
-        if self.parametric and self.config.skill_mode in ("parametric", "both"):
-            adapter_ids += [compiled_adapter(self.store, self.compiler, v).id for v in versions]
-        return versions, adapter_ids, head
+        return make_loadout(self.store, self.model, versions, self.config.skill_mode,
+                            compiler=self.compiler, use_global=self.parametric and self.config.use_global,
+                            global_name=self.config.ema.name, cache=self.workdir)
 
     def run_one(self, task: Task, session_id: int) -> TaskOutcome:
-        versions, adapter_ids, head = self.setup_for(task)
-        adapter_dir = compose(self.store, adapter_ids, self.workdir / "composed") if adapter_ids else None
-        in_context = [(v.skill_name, v.body) for v in versions] if self.config.skill_mode in ("context", "both") else []
+        loadout = self.loadout_for(task)
         path = self.workdir / "trajectories" / f"session-{session_id}" / f"{task.id}.json"
-        result = run_task(task, self.model, sandbox=self.config.sandbox, skills=in_context, adapter_dir=adapter_dir,
-                          trajectory_path=path, image=self.config.image,
-                          info={"session_id": session_id, "skill_versions": [v.id for v in versions],
-                                "adapter_ids": adapter_ids})
+        result = run_task(task, self.model, sandbox=self.config.sandbox, loadout=loadout, trajectory_path=path,
+                          image=self.config.image,
+                          info={"session_id": session_id, "skill_versions": loadout.version_ids,
+                                "adapter_ids": loadout.adapter_ids})
         trajectory = self.store.add_trajectory(
             path, task.id, task.family, result.exit_status, result.reward, result.cost, result.steps,
-            result.timings, [v.id for v in versions], adapter_ids, session_id=session_id, model=self.model.name,
+            result.timings, loadout.version_ids, loadout.adapter_ids, session_id=session_id, model=self.model.name,
         )
         outcome = TaskOutcome(task.id, task.family, result.success, result.steps, result.exit_status, trajectory.id,
-                              [f"{v.skill_name}@v{v.number}" for v in versions], head.version if head else None)
+                              loadout.refs, loadout.global_version)
         if result.success and self.config.learning:
-            self.learn_from(task, result, trajectory.id, versions, session_id, outcome)
+            used = [s.version for s in loadout.skills if s.version is not None]
+            self.learn_from(task, result, saved_id(trajectory.id), used, session_id, outcome)
         return outcome
 
     # ---------------------------------------------------------------- learning from a success
     def learn_from(self, task: Task, result: RunResult, trajectory_id: int, used: list[SkillVersion],
                    session_id: int, outcome: TaskOutcome) -> FoldResult | None:
         """Summarise → new skill version → compile → EMA into the global adapter."""
-        episode = load_episode(result.trajectory_path)
+        episode = episode_from_run(task, result)
         name = target_skill(self.store, task, used)
         previous = self.store.latest_version(name)
         try:
@@ -203,11 +201,11 @@ class Learner:
             outcome.note = f"summary unchanged: {version.skill_name}@v{version.number}"
         else:
             outcome.learned = f"{version.skill_name}@v{version.number}"
-        if not self.parametric:
+        if self.compiler is None or not self.parametric:
             return None
         adapter = compiled_adapter(self.store, self.compiler, version)
         fold = fold_into_global(
-            self.store, adapter.id, self.config.ema,
+            self.store, saved_id(adapter.id), self.config.ema,
             provenance={"skill_version_id": version.id, "trajectory_id": trajectory_id, "session_id": session_id},
             gate=self._gate if (self.config.gate and self.validation) else None,
         )
@@ -219,9 +217,9 @@ class Learner:
     def _gate(self, candidate: Path, current: Path) -> bool:
         """A new global version must not score below the current one on the validation tasks."""
         scorer = AgentScorer(self.model, self.config.sandbox, self.config.image)
-        new = mean(scorer.scores(self.validation, adapter_dir=candidate))
-        old = mean(scorer.scores(self.validation, adapter_dir=current))
-        return new >= old
+        new, old = (make_loadout(None, self.model, mode=SkillMode.parametric, adapters=[folder], cache=self.workdir)
+                    for folder in (candidate, current))
+        return mean(scorer.scores(self.validation, new)) >= mean(scorer.scores(self.validation, old))
 
     def _validation_for(self, family: str | None) -> list[Task]:
         return [t for t in self.validation if t.family == family] or self.validation
@@ -239,10 +237,10 @@ class Learner:
         scorer = AgentScorer(self.model, self.config.sandbox, self.config.image)
         key = (name, previous.id if previous else None, tuple(t.id for t in held_out))
         if key not in self._current_scores:
-            current = [(name, previous.body)] if previous else []
-            self._current_scores[key] = mean(scorer.scores(held_out, skills=current))
-        body = parse(text, folder_name=name).body
-        return mean(scorer.scores(held_out, skills=[(name, body)])) >= self._current_scores[key]
+            current = make_loadout(None, self.model, [previous] if previous else [], cache=self.workdir)
+            self._current_scores[key] = mean(scorer.scores(held_out, current))
+        candidate = make_loadout(None, self.model, [GivenSkill.of_text(name, text)], cache=self.workdir)
+        return mean(scorer.scores(held_out, candidate)) >= self._current_scores[key]
 
     # ---------------------------------------------------------------- refinement of weak skills
     def _refine_weak(self, report: SessionReport, tasks: Sequence[Task], session_id: int) -> list[str]:

@@ -4,23 +4,28 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from agent.task import Task
+from skillgraft.agent.models.base import Model
+from skillgraft.agent.task import Task
+
+if TYPE_CHECKING:
+    from skillgraft.evolve.learn.loop import Learner
 
 MAX_CHECKPOINTS = 6
 
 
-def cycleqd_every(validation: Sequence[Task], model_factory: Callable[[], object], *, generations: int = 2,
-                  sandbox: str = "docker", image: str | None = None, seed: int = 0):
+def cycleqd_every(validation: Sequence[Task], model_factory: Callable[[], Model], *, generations: int = 2,
+                  sandbox: str = "docker", image: str | None = None, seed: int = 0) -> Callable[[Learner, int], str | None]:
     """A `periodic` hook for Learner. Needs validation tasks of at least two families."""
     groups: dict[str, list[Task]] = defaultdict(list)
     for t in validation:
         groups[t.family or "tasks"].append(t)
 
-    def run(learner, session_number: int) -> str | None:
+    def run(learner: Learner, session_number: int) -> str | None:
         if len(groups) < 2:
             return "CycleQD skipped: it needs validation tasks of at least two families"
-        from evolve.cycleqd import AgentEvaluator, CycleQDConfig, merge_and_promote, run_cycleqd
+        from skillgraft.evolve.cycleqd import AgentEvaluator, CycleQDConfig, merge_and_promote, run_cycleqd
 
         seen, checkpoints = set(), []
         for rec in reversed(learner.store.global_history(learner.config.ema.name)):

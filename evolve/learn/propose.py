@@ -12,13 +12,13 @@ import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from agent.models.base import Model
-from evolve.learn.abstract import abstract_steps
-from evolve.learn.episode import Episode, useful_steps
-from evolve.learn.llm_text import RULES, ask_for_skill
-from evolve.learn.summarise import check_skill_text
-from evolve.learn.summarise_offline import SECTION, SECTION_RE, OfflineSummariser, step_line
-from skills.skillmd import parse, render
+from skillgraft.agent.models.base import Model
+from skillgraft.evolve.learn.abstract import abstract_steps
+from skillgraft.evolve.learn.episode import Episode, useful_steps
+from skillgraft.evolve.learn.llm_text import RULES, ask_for_skill
+from skillgraft.evolve.learn.summarise import check_skill_text
+from skillgraft.evolve.learn.summarise_offline import SECTION, SECTION_RE, OfflineSummariser, step_line
+from skillgraft.skills.skillmd import parse, render
 
 
 @runtime_checkable

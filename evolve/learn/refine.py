@@ -10,7 +10,6 @@ to it (origin "refined") and every one's per-task scores.
 """
 from __future__ import annotations
 
-import hashlib
 import random
 import tempfile
 from collections.abc import Sequence
@@ -18,14 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from agent.task import Task
-from evolve.learn.episode import Episode, load_episode
-from evolve.learn.evaluate import AgentScorer, mean
-from evolve.learn.pareto import Candidate, CandidatePool
-from evolve.learn.propose import Generator
-from hypernet.lora import concat
-from hypernet.peft_io import load_adapter, save_adapter
-from skills.skillmd import parse
+from skillgraft.agent.loadout import GivenSkill, Loadout, SkillMode, make_loadout
+from skillgraft.agent.models.base import Model
+from skillgraft.agent.seams import SkillCompiler
+from skillgraft.agent.task import Task
+from skillgraft.evolve.learn.episode import Episode, load_episode
+from skillgraft.evolve.learn.evaluate import AgentScorer, mean
+from skillgraft.evolve.learn.pareto import Candidate, CandidatePool
+from skillgraft.evolve.learn.propose import Generator
+from skillgraft.skills.schema import saved_id
+from skillgraft.skills.store import Store
 
 
 @runtime_checkable
@@ -39,34 +40,20 @@ class AgentVerifier:
     """Runs the agent with the candidate text given the way the learner gives skills: in context,
     compiled into an adapter (joined with the current global adapter), or both."""
 
-    def __init__(self, store, model, compiler=None, *, skill_mode: str = "context", sandbox: str = "docker",
-                 image: str | None = None, use_global: bool = True, workdir: Path | None = None):
-        self.store, self.compiler, self.skill_mode, self.use_global = store, compiler, skill_mode, use_global
+    def __init__(self, store: Store, model: Model, compiler: SkillCompiler | None = None, *, skill_mode: str = "context",
+                 sandbox: str = "docker", image: str | None = None, use_global: bool = True, workdir: Path | None = None):
+        self.store, self.model, self.compiler = store, model, compiler
+        self.skill_mode, self.use_global = skill_mode, use_global
         self.scorer = AgentScorer(model, sandbox, image)
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="skillgraft-refine-"))
 
-    def run(self, skill_name: str, text: str, tasks: Sequence[Task], keep: bool = False):
-        body = parse(text, folder_name=skill_name).body
-        skills = [(skill_name, body)] if self.skill_mode in ("context", "both") else []
-        adapter_dir = None
-        if self.compiler is not None and self.skill_mode in ("parametric", "both"):
-            adapter_dir = self._adapter(text)
-        return self.scorer.run(tasks, skills=skills, adapter_dir=adapter_dir, keep=keep)
+    def loadout(self, skill_name: str, text: str) -> Loadout:
+        compiled = self.compiler is not None and SkillMode(self.skill_mode).compiled
+        return make_loadout(self.store, self.model, [GivenSkill.of_text(skill_name, text)], self.skill_mode,
+                            compiler=self.compiler, use_global=compiled and self.use_global, cache=self.workdir)
 
-    def _adapter(self, text: str) -> Path:
-        key = hashlib.sha256(text.encode()).hexdigest()[:16]
-        skill_dir = self.workdir / f"skill-{key}"
-        if not skill_dir.is_dir():
-            self.compiler.compile_to_dir(text, skill_dir)
-        head = self.store.latest_global() if self.use_global else None
-        if head is None:
-            return skill_dir
-        out = self.workdir / f"with-global{head.id}-{key}"
-        if not out.is_dir():
-            (g, info), (s, _) = load_adapter(self.store.adapter_path(head.id)), load_adapter(skill_dir)
-            save_adapter(concat([g, s]), out, base_model_name=info.base_model_name, fingerprint=info.fingerprint,
-                         target_modules=info.target_modules)
-        return out
+    def run(self, skill_name: str, text: str, tasks: Sequence[Task], keep: bool = False) -> tuple[dict[str, float], list[Episode]]:
+        return self.scorer.run(tasks, self.loadout(skill_name, text), keep=keep)
 
 
 @dataclass
@@ -106,7 +93,7 @@ class RefineResult:
 
 
 class Refiner:
-    def __init__(self, store, generator: Generator, verifier: Verifier, *, rounds: int = 4, minibatch: int = 3,
+    def __init__(self, store: Store, generator: Generator, verifier: Verifier, *, rounds: int = 4, minibatch: int = 3,
                  seed: int = 0, extra_successes: int = 3):
         self.store, self.generator, self.verifier = store, generator, verifier
         self.rounds, self.minibatch, self.seed = rounds, minibatch, seed
@@ -151,7 +138,7 @@ class Refiner:
 
     def _past_successes(self, skill_name: str) -> list[Episode]:
         """Successful runs with this skill from the store: material for offline edits."""
-        wins = []
+        wins: list[Episode] = []
         for row in self.store.trajectories(skill=skill_name, limit=50):
             if row.reward >= 1.0 and len(wins) < self.extra_successes:
                 try:
@@ -162,6 +149,7 @@ class Refiner:
 
     def _record(self, result: RefineResult, validation: Sequence[Task], session_id: int | None) -> None:
         pool, start = result.pool, result.pool.candidates[0]
+        assert start.version_id is not None  # the pool starts from the stored version
         self._scores(start.version_id, start.scores, validation, session_id)
         best = pool.best()
         if best.index == 0:
@@ -174,9 +162,9 @@ class Refiner:
         parent_id = start.version_id
         for cand in reversed(chain):  # each link strictly better than the one before
             v = self.store.add_version(result.skill, cand.text, origin="refined", parent_id=parent_id, session_id=session_id)
-            cand.version_id = parent_id = v.id
-            result.written.append(v.id)
-            self._scores(v.id, cand.scores, validation, session_id)
+            cand.version_id = parent_id = saved_id(v.id)
+            result.written.append(parent_id)
+            self._scores(parent_id, cand.scores, validation, session_id)
 
     def _scores(self, version_id: int, scores: dict[str, float], validation: Sequence[Task], session_id: int | None) -> None:
         families = {t.id: t.family or "-" for t in validation}

@@ -6,17 +6,23 @@ model that writes skills (summariser) or revises them (generator).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from evolve.learn.propose import Generator, LLMGenerator, OfflineGenerator
-from evolve.learn.summarise import Summariser
-from evolve.learn.summarise_llm import LLMSummariser
-from evolve.learn.summarise_offline import OfflineSummariser
+from skillgraft.agent.models.base import AdapterModel, Model
+
+from skillgraft.evolve.learn.propose import Generator, LLMGenerator, OfflineGenerator
+from skillgraft.evolve.learn.summarise import Summariser
+from skillgraft.evolve.learn.summarise_llm import LLMSummariser
+from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
+
+if TYPE_CHECKING:
+    from skillgraft.hypernet.compile import Compiler
 
 OFFLINE = "offline"
 
 
 def _chat_model(spec: str):
-    from agent.models.litellm_model import LitellmModel
+    from skillgraft.agent.models.litellm_model import LitellmModel
 
     return LitellmModel(spec, tools=False)  # plain text replies: a SKILL.md is not a bash command
 
@@ -29,11 +35,10 @@ def make_generator(spec: str = OFFLINE) -> Generator:
     return OfflineGenerator() if spec == OFFLINE else LLMGenerator(_chat_model(spec))
 
 
-def make_compiler(hypernet: Path | None, model):
+def make_compiler(hypernet: Path | None, model: Model) -> Compiler | None:
     """A compiler for the model's base when there is a hypernetwork and the model takes adapters."""
-    base = getattr(model, "path", None)
-    if hypernet is None or base is None:
+    if hypernet is None or not isinstance(model, AdapterModel):
         return None
-    from hypernet.compile import Compiler
+    from skillgraft.hypernet.compile import Compiler
 
-    return Compiler.load(Path(hypernet), base)
+    return Compiler.load(Path(hypernet), model.base_config)

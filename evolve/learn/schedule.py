@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from agent.task import Task
+from skillgraft.agent.task import Task
 
 
 def world_sessions(families: Sequence[str], sessions: int, per_session: int, first_seed: int,

@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from typing import Protocol, runtime_checkable
 
-from evolve.learn.episode import Episode
-from skills.errors import Problem, SkillFormatError
-from skills.skillmd import NAME_MAX, parse
+from skillgraft.evolve.learn.episode import Episode
+from skillgraft.skills.errors import Problem, SkillFormatError
+from skillgraft.skills.skillmd import NAME_MAX, parse
 
 _NOT_NAME = re.compile(r"[^a-z0-9]+")
 

@@ -1,10 +1,10 @@
 """The summariser that asks a chat model (any litellm model string) to write the skill."""
 from __future__ import annotations
 
-from agent.models.base import Model
-from evolve.learn.episode import Episode
-from evolve.learn.llm_text import RULES, ask_for_skill
-from evolve.learn.summarise import SummaryError
+from skillgraft.agent.models.base import Model
+from skillgraft.evolve.learn.episode import Episode
+from skillgraft.evolve.learn.llm_text import RULES, ask_for_skill
+from skillgraft.evolve.learn.summarise import SummaryError
 
 SYSTEM = (
     "You turn a coding agent's successful run into a reusable skill: a short recipe that would let "

@@ -8,12 +8,14 @@ the same recipe give the same text (which the store then keeps as one version).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import re
 
-from evolve.learn.abstract import abstract_steps
-from evolve.learn.episode import Episode, useful_steps
-from evolve.learn.summarise import SummaryError, check_skill_text
-from skills.skillmd import DESCRIPTION_MAX, parse, render
+from skillgraft.evolve.learn.abstract import abstract_steps
+from skillgraft.evolve.learn.episode import Episode, useful_steps
+from skillgraft.evolve.learn.summarise import SummaryError, check_skill_text
+from skillgraft.skills.skillmd import DESCRIPTION_MAX, parse, render
 
 SECTION = "## Recipe induced from a successful run"
 SECTION_RE = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.DOTALL | re.MULTILINE)
@@ -51,7 +53,7 @@ class OfflineSummariser:
                 "Follow the steps in order. Placeholders in capitals stand for the names and values of "
                 "the task at hand: read the real ones from the outputs, as noted at the end.\n\n" + section
             )
-            front = {"name": skill_name, "description": description}
+            front: dict[str, Any] = {"name": skill_name, "description": description}
             if episode.family:  # lets later successes of the family find their way back here
                 front["metadata"] = {"family": episode.family, "origin": "induced"}
             text = render(front, body)

@@ -7,9 +7,9 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, fail
-from skillgraft.commands.store import open_store
-from skills import Adapter, AdapterKind, NotFound
+from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console
+from skillgraft.commands.store import open_store, store_errors
+from skillgraft.skills import Adapter, AdapterKind, NotFound
 
 app = typer.Typer(help="Inspect LoRA adapters (compiled skills, global versions, checkpoints) and roll the global one back.",
                   no_args_is_help=True)
@@ -59,10 +59,8 @@ def show(
 ) -> None:
     """Show one adapter: its record, provenance and the files of its PEFT folder."""
     st = open_store(home, store)
-    try:
+    with store_errors():
         a = _resolve(st, adapter)
-    except NotFound as exc:
-        raise fail(str(exc), code=2) from exc
     folder = st.artifacts.path(a.artifact_hash)
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
     if as_json:
@@ -99,10 +97,8 @@ def rollback(
 ) -> None:
     """Make an earlier global version current again, as a new version (history is kept)."""
     st = open_store(home, store)
-    try:
+    with store_errors():
         row = st.rollback_global(to, name=name)
-    except NotFound as exc:
-        raise fail(str(exc), code=2) from exc
     if as_json:
         print(json.dumps(row.model_dump(mode="json"), indent=2))
         return

@@ -1,19 +1,25 @@
 """Options and helpers shared by the sub-commands."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Optional
 
 import typer
 from rich.console import Console
 
+from skillgraft.jobs.errors import JobError
+from skillgraft.sandbox.base import SandboxKind
 from skillgraft.settings import Settings, load_settings
 
 console = Console()
 err_console = Console(stderr=True)
 
-HomeOption = typer.Option(None, "--home", envvar="SKILLGRAFT_HOME", help="Folder holding all state (default ~/.skillgraft).")
-StoreOption = typer.Option(None, "--store", envvar="SKILLGRAFT_STORE", help="SQLAlchemy URL of the store (default: SQLite file in the home folder).")
+# Only named here: skillgraft.settings.load_settings alone turns flags, environment and defaults into folders.
+HomeOption = typer.Option(None, "--home", help="Folder holding all state (default $SKILLGRAFT_HOME, else ~/.skillgraft).")
+StoreOption = typer.Option(None, "--store", help="SQLAlchemy URL of the store (default $SKILLGRAFT_STORE, else a SQLite file in the home folder).")
 JsonOption = typer.Option(False, "--json", help="Print JSON for scripts instead of tables.")
+SandboxOption = typer.Option(SandboxKind.docker, "--sandbox", help="Where the agent's commands run: a Docker container or a bubblewrap jail.")
 
 
 def settings_from(home: Optional[str], store: Optional[str]) -> Settings:
@@ -24,3 +30,12 @@ def fail(message: str, code: int = 1) -> "typer.Exit":
     """Prints a one-line error and returns the Exit to raise."""
     err_console.print(f"[bold red]error:[/] {message}")
     return typer.Exit(code)
+
+
+@contextmanager
+def job_exits() -> Iterator[None]:
+    """Turns a job's JobError into the one-line error and exit code of the command."""
+    try:
+        yield
+    except JobError as exc:
+        raise fail(str(exc), exc.exit_code) from None

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -23,24 +22,12 @@ def _model_dir(base: str) -> str:
     return base[3:] if base.startswith("hf:") else base
 
 
-def _skill_files(paths: list[Path]) -> list[Path]:
-    """SKILL.md files named directly or found under folders."""
+def _files(paths: list[Path], pattern: str) -> list[Path]:
+    """Files named directly, or found under folders by `pattern` (SKILL.md, *.json)."""
     found: list[Path] = []
     for p in paths:
         if p.is_dir():
-            found += sorted(p.rglob("SKILL.md"))
-        elif p.is_file():
-            found.append(p)
-        else:
-            raise fail(f"no such file or folder: {p}", code=2)
-    return found
-
-
-def _json_files(paths: list[Path]) -> list[Path]:
-    found: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            found += sorted(p.rglob("*.json"))
+            found += sorted(p.rglob(pattern))
         elif p.is_file():
             found.append(p)
         else:
@@ -73,8 +60,8 @@ def train(
     store: Optional[str] = StoreOption,
 ) -> None:
     """Train the hypernetwork against a frozen base model and report held-out losses."""
-    from hypernet.hypernetwork import HypernetConfig
-    from hypernet.train import TrainConfig, train_stage1, train_stage2
+    from skillgraft.hypernet.hypernetwork import HypernetConfig
+    from skillgraft.hypernet.train import TrainConfig, train_stage1, train_stage2
 
     if recipe is not None:
         return _train_recipe(recipe, out, home, store)
@@ -94,12 +81,12 @@ def train(
                       resume=not fresh, init_from=str(init_from) if init_from else None, progress=not as_json, hypernet=hcfg)
     try:
         if stage == 1:
-            files = _skill_files(skills)
+            files = _files(skills, "SKILL.md")
             if not files:
                 raise fail("stage 1 needs --skills (SKILL.md files or folders)", code=2)
             result = train_stage1(model_dir, [f.read_text() for f in files], out_dir, cfg)
         else:
-            files = _json_files(trajectories)
+            files = _files(trajectories, "*.json")
             if not files:
                 raise fail("stage 2 needs --trajectories (JSON files or folders)", code=2)
             result = train_stage2(model_dir, files, out_dir, cfg)
@@ -123,7 +110,7 @@ def train(
 def _train_recipe(recipe: str, out: Optional[Path], home: Optional[str], store: Optional[str]) -> None:
     if recipe != "skillworld":
         raise fail(f"unknown recipe {recipe!r}; the bundled one is skillworld", code=2)
-    from skillworld.default_model import train_hypernet
+    from skillgraft.skillworld.default_model import train_hypernet
 
     done = train_hypernet(settings_from(home, store).models, out)
     meta = json.loads((done / "hypernet.json").read_text())
@@ -137,7 +124,7 @@ def info(
     as_json: bool = JsonOption,
 ) -> None:
     """Show what a hypernetwork checkpoint was trained for and how it did."""
-    from hypernet.checkpoint import checkpoint_id, load_checkpoint
+    from skillgraft.hypernet.checkpoint import checkpoint_id, load_checkpoint
 
     try:
         net, meta = load_checkpoint(checkpoint)
@@ -188,9 +175,9 @@ def compile_skill(
 
     Store skills are compiled once per (skill version, hypernetwork checkpoint) and cached.
     """
-    from hypernet.checkpoint import read_meta
-    from hypernet.compile import Compiler
-    from hypernet.peft_io import BaseMismatchError
+    from skillgraft.hypernet.checkpoint import read_meta
+    from skillgraft.hypernet.compile import Compiler
+    from skillgraft.hypernet.peft_io import BaseMismatchError
 
     ckpt = checkpoint or _default_checkpoint(home, store)
     try:
@@ -213,24 +200,16 @@ def compile_skill(
         compiler.compile_to_dir(text, target, metadata={"skill": name, "source": str(path)})
         result |= {"skill": name, "adapter": str(target), "cached": False}
     else:
+        from skillgraft.agent.skill_adapters import compiled_adapter
         from skillgraft.commands.store import open_store
+        from skillgraft.skills.schema import saved_id
 
         st = open_store(home, store)
         version = st.latest_version(skill)
         if version is None:
             raise fail(f"{skill!r} is neither a file nor a skill in the store", code=2)
-        hit = st.find_compiled(version.id, compiler.checkpoint_id)
-        if hit is None:
-            with tempfile.TemporaryDirectory() as tmp:
-                folder = compiler.compile_to_dir(version.text, Path(tmp) / "adapter",
-                                                 metadata={"skill": version.skill_name, "skill_version": version.number})
-                hit = st.add_adapter(folder, "skill", compiler.meta.fingerprint, compiler.meta.config.rank,
-                                     compiler.meta.config.rank, list(compiler.meta.config.target_modules),
-                                     {"compiled_by": compiler.checkpoint_id, "skill_version": version.number},
-                                     skill_version_id=version.id, hypernet_ckpt=compiler.checkpoint_id)
-            cached = False
-        else:
-            cached = True
+        cached = st.find_compiled(saved_id(version.id), compiler.checkpoint_id) is not None
+        hit = compiled_adapter(st, compiler, version)
         folder = st.adapter_path(hit.id)
         if out:
             shutil.copytree(folder, out, dirs_exist_ok=True)

@@ -11,10 +11,11 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, fail, settings_from
-from skillgraft.settings import DEFAULT_MODEL, DEFAULT_SANDBOX
+from skillgraft.commands.common import HomeOption, JsonOption, SandboxOption, StoreOption, console, job_exits, settings_from
+from skillgraft.sandbox.base import SandboxKind
+from skillgraft.settings import DEFAULT_MODEL
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_NO_SANDBOX = 0, 2, 3
+EXIT_OK = 0
 HELP_MODEL = "hf:<folder>, a model folder name under HOME/models, or a litellm model string (default {}).".format(DEFAULT_MODEL)
 HELP_ROLE = "'offline' (no model needed) or a litellm model string for a chat model."
 
@@ -61,7 +62,7 @@ def learn(
     refine_below: Optional[float] = typer.Option(None, "--refine-below", min=0.0, max=1.0, help="Refine a skill whose success rate in a session is below this (needs validation tasks)."),
     validation: list[Path] = typer.Option([], "--validation", help="Held-out task files for the gate, refinement and CycleQD (world: drawn automatically)."),
     gate: bool = typer.Option(False, "--gate", help="Commit a new global version (with --skill-mode context: a new skill version) only if it does not score below what runs now on validation."),
-    sandbox: str = typer.Option(DEFAULT_SANDBOX, "--sandbox", help="docker or bwrap."),
+    sandbox: SandboxKind = SandboxOption,
     image: Optional[str] = typer.Option(None, "--image", help="Sandbox image tag (Docker only)."),
     seed: int = typer.Option(0, "--seed", help="Which held-out world tasks: the same seed gives the same tasks."),
     curve: Optional[Path] = typer.Option(None, "--curve", help="Where to write the learning-curve PNG (default HOME/learning-curve-<time>.png)."),
@@ -77,58 +78,28 @@ def learn(
     is kept in the store, so the next `learn` carries on where this one stopped. Ends with a
     table per session and a learning-curve picture (learning on against off).
     """
-    from agent.models.base import ModelError
-    from agent.task import TaskError, load_task
-    from evolve.learn.schedule import split_sessions, world_sessions
-    from sandbox.base import SandboxUnavailable
+    from skillgraft.evolve.learn.curve import SessionPoint, plot_curves
+    from skillgraft.jobs.learning import LearnOptions, agent_roles, plan_sessions, run_labels
+    from skillgraft.jobs.learning import learn as learn_job
 
     settings = settings_from(home, store)
-    if not no_learning and alpha <= 0:
-        raise fail("--alpha must be above 0 (0 would learn nothing; use --no-learning)", EXIT_BAD_INPUT)
-    if bool(tasks) == (world is not None):
-        raise fail("give task files or --world skillworld (one of the two)", EXIT_BAD_INPUT)
-    try:
-        if world is not None:
-            from skillworld.families import resolve
-            from skillworld.generate import HELDOUT_START, generate
-
-            fams = resolve(family or None)
-            make = lambda f, s: generate(f, s).task()  # noqa: E731
-            first = HELDOUT_START + 10_000 * seed
-            plan = world_sessions(fams, sessions, per_session or 10, first, make, shuffle_seed=seed)
-            held_out = [make(f, first + 5_000 + i) for i in range(2) for f in fams]
-        else:
-            plan = split_sessions([load_task(p) for p in tasks], sessions, per_session)
-            held_out = []
-        held_out = [load_task(p) for p in validation] or held_out
-    except (TaskError, KeyError, ValueError) as exc:
-        raise fail(str(exc), EXIT_BAD_INPUT)
-
-    try:
-        parts = _parts(settings, model, hypernet, skill_mode, summariser, generator)
-    except (ModelError, ValueError, FileNotFoundError) as exc:
-        raise fail(str(exc), EXIT_BAD_INPUT)
-    agent_model, compiler, mode, summ, gen = parts
-    from evolve.learn import EmaConfig, LearnConfig
-
-    cfg = dict(skill_mode=mode, ema=EmaConfig(alpha=alpha or 1.0, rank=rank), sandbox=sandbox, image=image,
-               gate=gate, refine_below=refine_below, cycleqd_every=cycleqd_every)
-    runs = [("off", LearnConfig(learning=False, **cfg))] if (no_learning or baseline) else []
-    if not no_learning:
-        runs.append(("on", LearnConfig(learning=True, **cfg)))
-
-    try:
-        reports = _run(settings, agent_model, compiler, summ, gen, runs, plan, held_out, json_out)
-    except SandboxUnavailable as exc:
-        raise fail(str(exc), EXIT_NO_SANDBOX)
-    except ModelError as exc:
-        raise fail(str(exc), EXIT_BAD_INPUT)
-
-    from evolve.learn.curve import SessionPoint, plot_curves
+    options = LearnOptions(tasks or [], world.value if world else None, family, sessions, per_session, alpha, rank,
+                           cycleqd_every, not no_learning, baseline, model or DEFAULT_MODEL, hypernet, skill_mode.value,
+                           summariser, generator, refine_below, validation, gate, sandbox, image, seed)
+    with job_exits():
+        plan, held_out = plan_sessions(options)
+        roles = agent_roles(settings, options.model, options.hypernet, options.skill_mode, options.summariser, options.generator)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, disable=json_out, transient=True) as progress:
+            bar = progress.add_task("learning", total=sum(len(s) for s in plan) * len(run_labels(options)))
+            reports = learn_job(
+                settings, options, roles, plan, held_out,
+                on_session=lambda label, i: progress.update(bar, description=f"learning {label} · session {i}/{len(plan)}"),
+                on_outcome=lambda: progress.advance(bar))
 
     points = {label: [SessionPoint(i + 1, r.successes, len(r.outcomes)) for i, r in enumerate(rs)] for label, rs in reports.items()}
     out = curve or settings.home / f"learning-curve-{datetime.now():%Y%m%d-%H%M%S}.png"
-    plot_curves({f"learning {k}": v for k, v in points.items()}, out, title=f"{agent_model.name}: success per session")
+    plot_curves({f"learning {k}": v for k, v in points.items()}, out, title=f"{roles.model.name}: success per session")
     if json_out:
         console.print_json(json.dumps({"curve": str(out), "sessions": {k: [r.summary() | {"session_id": r.session_id} for r in rs]
                                                                      for k, rs in reports.items()}}))
@@ -138,53 +109,6 @@ def learn(
             console.print(f"[dim]•[/] {notes}")
         console.print(f"learning curve: [bold]{out}[/]")
     raise typer.Exit(EXIT_OK)
-
-
-def _parts(settings, model, hypernet, skill_mode, summariser, generator):
-    from agent.models.base import AdapterModel
-    from evolve.learn.roles import make_compiler, make_generator, make_summariser
-    from skillgraft.model_defaults import hypernet_for, load_model
-
-    agent_model = load_model(settings, model)
-    adapter_ok = isinstance(agent_model, AdapterModel)
-    ckpt = hypernet_for(settings, model, hypernet) if adapter_ok and skill_mode.value != "context" else None
-    adapter_ok = isinstance(agent_model, AdapterModel)
-    compiler = make_compiler(ckpt, agent_model) if adapter_ok else None
-    mode = skill_mode.value
-    if mode == "auto":
-        mode = "parametric" if compiler is not None else "context"
-    if mode in ("parametric", "both") and compiler is None:
-        why = "the model takes no adapters" if not adapter_ok else "no hypernetwork (give --hypernet)"
-        raise ValueError(f"skill mode {mode!r} needs compiled adapters, but {why}; use --skill-mode context")
-    return agent_model, compiler, mode, make_summariser(summariser), make_generator(generator)
-
-
-def _run(settings, agent_model, compiler, summ, gen, runs, plan, held_out, quiet):
-    from evolve.learn import Learner, Refiner
-    from evolve.learn.periodic import cycleqd_every
-    from evolve.learn.refine import AgentVerifier
-    from skills.store import Store
-
-    store = Store(settings.store_url, settings.artifacts)
-    total = sum(len(s) for s in plan) * len(runs)
-    reports: dict[str, list] = {}
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=quiet, transient=True) as progress:
-        bar = progress.add_task("learning", total=total)
-        for label, cfg in runs:
-            refiner = None
-            if cfg.learning and cfg.refine_below is not None:
-                verifier = AgentVerifier(store, agent_model, compiler, skill_mode=cfg.skill_mode, sandbox=cfg.sandbox, image=cfg.image)
-                refiner = Refiner(store, gen, verifier)
-            periodic = cycleqd_every(held_out, lambda: agent_model, sandbox=cfg.sandbox, image=cfg.image) if cfg.cycleqd_every else None
-            learner = Learner(store, agent_model, compiler, summ, cfg, settings.cache / "learn", validation=held_out,
-                              refiner=refiner, periodic=periodic)
-            reports[label] = []
-            for i, tasks in enumerate(plan, 1):
-                progress.update(bar, description=f"learning {label} · session {i}/{len(plan)}")
-                report = learner.run_session(tasks, on_outcome=lambda _o: progress.advance(bar), label=f"learning-{label}")
-                reports[label].append(report)
-    return reports
 
 
 def _table(points, reports) -> Table:
@@ -220,7 +144,7 @@ def refine(
     model: Optional[str] = typer.Option(None, "--model", "-m", help=HELP_MODEL),
     hypernet: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint (parametric and both modes)."),
     skill_mode: SkillMode = typer.Option(SkillMode.auto, "--skill-mode", help="How the candidate skill reaches the model."),
-    sandbox: str = typer.Option(DEFAULT_SANDBOX, "--sandbox", help="docker or bwrap."),
+    sandbox: SandboxKind = SandboxOption,
     image: Optional[str] = typer.Option(None, "--image", help="Sandbox image tag (Docker only)."),
     seed: int = typer.Option(0, "--seed", help="Seeds parent and minibatch draws."),
     home: Optional[str] = HomeOption,
@@ -234,36 +158,13 @@ def refine(
     minibatch and then on the validation tasks. Kept revisions become new versions (origin
     "refined") with their scores; `skillgraft skills history SKILL` shows them.
     """
-    from agent.models.base import ModelError
-    from agent.task import TaskError, load_task
-    from evolve.learn import Refiner
-    from evolve.learn.refine import AgentVerifier
-    from sandbox.base import SandboxUnavailable
-    from skills.store import Store
+    from skillgraft.jobs.learning import RefineOptions, refine_skill
 
     settings = settings_from(home, store)
-    try:
-        train = [load_task(p) for p in tasks]
-        held = [load_task(p) for p in validation]
-    except TaskError as exc:
-        raise fail(str(exc), EXIT_BAD_INPUT)
-    if not held:
-        if len(train) < 2:
-            raise fail("give --validation tasks, or at least two --tasks to split", EXIT_BAD_INPUT)
-        held, train = train[len(train) // 2:], train[: len(train) // 2]
-    the_store = Store(settings.store_url, settings.artifacts)
-    if the_store.latest_version(skill) is None:
-        raise fail(f"no skill named {skill!r} in the store (see `skillgraft skills ls`)", EXIT_BAD_INPUT)
-    try:
-        agent_model, compiler, mode, _summ, gen = _parts(settings, model, hypernet, skill_mode, "offline", generator)
-    except (ModelError, ValueError, FileNotFoundError) as exc:
-        raise fail(str(exc), EXIT_BAD_INPUT)
-    verifier = AgentVerifier(the_store, agent_model, compiler, skill_mode=mode, sandbox=sandbox, image=image)
-    try:
-        with console.status(f"refining {skill}…", spinner="dots") if not json_out else _nothing():
-            result = Refiner(the_store, gen, verifier, rounds=rounds, minibatch=minibatch, seed=seed).refine(skill, train, held)
-    except SandboxUnavailable as exc:
-        raise fail(str(exc), EXIT_NO_SANDBOX)
+    options = RefineOptions(skill, tasks, validation, generator, rounds, minibatch, model or DEFAULT_MODEL, hypernet,
+                            skill_mode.value, sandbox, image, seed)
+    with job_exits(), console.status(f"refining {skill}…", spinner="dots") if not json_out else _nothing():
+        result = refine_skill(settings, options)
     if json_out:
         console.print_json(json.dumps({
             "skill": skill, "improved": result.improved, "start_score": result.start_score, "best_score": result.best.mean,

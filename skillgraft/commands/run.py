@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -15,15 +14,17 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, fail, settings_from
+from skillgraft.commands.common import HomeOption, JsonOption, SandboxOption, StoreOption, console, job_exits, settings_from
+from skillgraft.sandbox.base import SandboxKind
 from skillgraft.settings import DEFAULT_MODEL
 
-EXIT_SOLVED, EXIT_NOT_SOLVED, EXIT_BAD_INPUT, EXIT_NO_SANDBOX, EXIT_SETUP_FAILED = 0, 1, 2, 3, 4
+EXIT_SOLVED, EXIT_NOT_SOLVED, EXIT_SETUP_FAILED = 0, 1, 4
 
 
-class SandboxKind(str, Enum):
-    docker = "docker"
-    bwrap = "bwrap"
+class SkillModeName(str, Enum):  # agent.loadout.SkillMode, named here so --help needs no torch
+    context = "context"
+    parametric = "parametric"
+    both = "both"
 
 
 def register(app: typer.Typer) -> None:
@@ -43,19 +44,19 @@ def run(
         None, "--model", "-m",
         help=f"hf:<folder>, replay:<file.json>, a model folder name under HOME/models, or a litellm model string (default {DEFAULT_MODEL}).",
     ),
-    sandbox: SandboxKind = typer.Option(SandboxKind.docker, "--sandbox", help="Where commands run: a Docker container or a bubblewrap jail."),
+    sandbox: SandboxKind = SandboxOption,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Trajectory JSON file (default HOME/trajectories/<time>-<task>.json)."),
-    skill: list[Path] = typer.Option([], "--skill", help="A skill put in the model's context: a text file, a SKILL.md, or a skill folder. Repeatable."),
+    skill: list[Path] = typer.Option([], "--skill", help="A skill given like store skills (see --skill-mode): a text file, a SKILL.md, or a skill folder. Repeatable."),
     skills_sel: list[str] = typer.Option(
         [], "--skills",
         help="Skills from the store: 'auto' retrieves the best match for the task, 'none' uses none, else skill names. Repeatable.",
     ),
-    skill_mode: str = typer.Option(
-        "context", "--skill-mode",
+    skill_mode: SkillModeName = typer.Option(
+        SkillModeName.context, "--skill-mode",
         help="context: skill text in the prompt; parametric: skills compiled into a LoRA adapter (hf: models), text not in the prompt; both.",
     ),
     hypernet_ckpt: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint for --skill-mode parametric|both (default: the model's own)."),
-    adapter: Optional[Path] = typer.Option(None, "--adapter", help="PEFT LoRA adapter folder to activate (hf: models only)."),
+    adapter: Optional[Path] = typer.Option(None, "--adapter", help="PEFT LoRA adapter folder to activate (hf: models only), joined with any compiled skills."),
     image: Optional[str] = typer.Option(None, "--image", help="Sandbox image tag (Docker only)."),
     home: Optional[str] = HomeOption,
     store: Optional[str] = StoreOption,
@@ -67,72 +68,26 @@ def run(
     works until it submits or hits a limit, then the task's test command decides: exit 0 is
     solved. The whole conversation is written to a trajectory file after every step.
     """
-    from agent.models.base import ModelError
-    from agent.runner import SETUP_FAILED, AdapterUnsupported, run_task
-    from agent.task import TaskError, load_task
-    from sandbox.base import SandboxError, SandboxUnavailable
+    from skillgraft.agent.loadout import SkillMode
+    from skillgraft.agent.runner import SETUP_FAILED
+    from skillgraft.jobs.run_one import RunOptions, execute_run, prepare_run
 
     settings = settings_from(home, store)
-    try:
-        task = load_task(task_file)
-    except TaskError as exc:
-        raise fail(str(exc), EXIT_BAD_INPUT)
-    skills = [_read_skill(p) for p in skill]
-    if adapter is not None and not (adapter / "adapter_config.json").is_file():
-        raise fail(f"{adapter}: not a PEFT adapter folder (no adapter_config.json)", EXIT_BAD_INPUT)
-    spec = model or DEFAULT_MODEL
-    from skillgraft.model_defaults import load_model
-
-    try:
-        agent_model = load_model(settings, spec, progress=not json_out)
-    except ModelError as exc:
-        raise fail(str(exc), EXIT_BAD_INPUT)
-    from skillgraft.commands.run_skills import SkillSelectionError, prepare
-    from skillgraft.commands.trajectories import open_store
-
-    run_store = open_store(settings)
-    try:
-        chosen = prepare(run_store, task, agent_model, spec, skills_sel, skill_mode, settings, hypernet_ckpt)
-    except SkillSelectionError as exc:
-        raise fail(str(exc), EXIT_BAD_INPUT)
-    skills += chosen.context
-    if chosen.adapter_dir is not None:
-        if adapter is not None:
-            raise fail("--adapter and parametric store skills both name an adapter; give one of them", EXIT_BAD_INPUT)
-        adapter = chosen.adapter_dir
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    trajectory = output or settings.trajectories / f"{stamp}-{task.id}.json"
-
-    view = _LiveSteps(task.id, agent_model.name, sandbox.value)
-    # The live view redraws itself (the clock keeps moving while a command runs); JSON output stays clean.
-    live = _Quiet() if json_out else Live(get_renderable=view.render, console=console, refresh_per_second=4)
-    try:
+    options = RunOptions(task_file, model or DEFAULT_MODEL, sandbox, output, skill, skills_sel, SkillMode(skill_mode.value),
+                         hypernet_ckpt, adapter, image, progress=not json_out)
+    with job_exits():
+        prepared = prepare_run(settings, options)
+        view = _LiveSteps(prepared.task.id, prepared.model.name, sandbox.value)
+        # The live view redraws itself (the clock keeps moving while a command runs); JSON output stays clean.
+        live = _Quiet() if json_out else Live(get_renderable=view.render, console=console, refresh_per_second=4)
         with live:
             def on_step(step) -> None:
                 view.add(step)
                 live.refresh()
 
-            result = run_task(
-                task, agent_model, sandbox=sandbox.value, skills=skills, adapter_dir=adapter,
-                trajectory_path=trajectory, image=image, on_step=on_step,
-                info={"skill_versions": chosen.versions, "skill_mode": skill_mode if chosen.versions else None},
-            )
-    except AdapterUnsupported as exc:
-        raise fail(str(exc), EXIT_BAD_INPUT)
-    except ModelError as exc:  # an adapter that does not fit the model
-        raise fail(str(exc), EXIT_BAD_INPUT)
-    except TaskError as exc:  # the repository could not be produced (missing folder, bad git rev)
-        raise fail(str(exc), EXIT_BAD_INPUT)
-    except SandboxUnavailable as exc:
-        raise fail(str(exc), EXIT_NO_SANDBOX)
-    except SandboxError as exc:
-        raise fail(f"sandbox failed: {exc}", EXIT_NO_SANDBOX)
-
+            result = execute_run(settings, prepared, on_step)
     if not json_out:
         console.line()  # the live view leaves the cursor at the end of its last row
-    from skillgraft.commands.trajectories import record_in_store
-
-    record_in_store(settings, result, task, agent_model.name, chosen.version_ids, chosen.adapter_ids)
     if json_out:
         console.print_json(json.dumps(_summary(result)))
     else:
@@ -140,26 +95,6 @@ def run(
     if result.exit_status == SETUP_FAILED:
         raise typer.Exit(EXIT_SETUP_FAILED)
     raise typer.Exit(EXIT_SOLVED if result.success else EXIT_NOT_SOLVED)
-
-
-def _read_skill(path: Path) -> tuple[str, str]:
-    """(name, body) of a skill given on the command line."""
-    from skills.errors import SkillFormatError
-    from skills.skillmd import SKILL_FILE, parse
-
-    if path.is_dir():
-        path = path / SKILL_FILE
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise fail(f"skill {path}: cannot read ({exc})", EXIT_BAD_INPUT)
-    if not text.startswith("---"):
-        return path.stem, text
-    try:
-        doc = parse(text, str(path), folder_name=path.parent.name if path.name == SKILL_FILE else None)
-    except SkillFormatError as exc:
-        raise fail(f"skill {path}: {exc}", EXIT_BAD_INPUT)
-    return doc.name, doc.body
 
 
 class _Quiet:
@@ -230,7 +165,7 @@ def _summary(result) -> dict:
 
 
 def _verdict(result) -> Panel:
-    from agent.runner import SETUP_FAILED
+    from skillgraft.agent.runner import SETUP_FAILED
 
     if result.exit_status == SETUP_FAILED:
         verdict = Text("ERROR: SET-UP FAILED", "bold yellow")

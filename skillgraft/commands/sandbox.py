@@ -10,10 +10,10 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sandbox.base import SandboxError, SandboxUnavailable
-from sandbox.doctor import diagnose
-from sandbox.image import IMAGE_TAG, METHODS, ensure_image
-from sandbox.reap import reap as reap_containers
+from skillgraft.sandbox.base import SandboxError, SandboxUnavailable
+from skillgraft.sandbox.doctor import diagnose
+from skillgraft.sandbox.image import IMAGE_TAG, METHODS, ensure_image
+from skillgraft.sandbox.reap import reap as reap_containers
 from skillgraft.commands.common import HomeOption, JsonOption, console, fail, settings_from
 
 app = typer.Typer(

@@ -15,9 +15,9 @@ from rich.table import Table
 from rich.tree import Tree
 
 from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, fail
-from skillgraft.commands.store import open_store
-from skills import NotFound, SkillFormatError, SkillVersion, StoreError
-from skills import skillmd
+from skillgraft.commands.store import open_store, store_errors
+from skillgraft.skills import SkillFormatError, SkillVersion, StoreError
+from skillgraft.skills import skillmd
 
 app = typer.Typer(help="Inspect and manage text skills (SKILL.md folders) and their versions.", no_args_is_help=True)
 
@@ -79,10 +79,8 @@ def show(
 ) -> None:
     """Print one version of a skill: where it came from, its scores, its SKILL.md and its files."""
     st = open_store(home, store)
-    try:
+    with store_errors():
         v = st.skill_version(name, version)
-    except NotFound as exc:
-        raise fail(str(exc), code=2) from exc
     resources = st.resources_path(v)
     files = sorted(p.relative_to(resources).as_posix() for p in resources.rglob("*") if p.is_file()) if resources else []
     score = st.version_scores([v.id]).get(v.id)
@@ -161,10 +159,8 @@ def diff(
 ) -> None:
     """Unified diff of two versions' SKILL.md text."""
     st = open_store(home, store)
-    try:
+    with store_errors():
         a, b = st.skill_version(name, v1), st.skill_version(name, v2)
-    except NotFound as exc:
-        raise fail(str(exc), code=2) from exc
     lines = list(difflib.unified_diff(a.text.splitlines(keepends=True), b.text.splitlines(keepends=True),
                                       fromfile=f"{name} v{v1}", tofile=f"{name} v{v2}"))
     if not lines:
@@ -260,10 +256,9 @@ def export(
     """Write a skill version as an Agent Skills folder: DEST/NAME/SKILL.md plus its files."""
     st = open_store(home, store)
     try:
-        out = st.export_skill(name, dest, version=version, overwrite=force)
-    except NotFound as exc:
-        raise fail(str(exc), code=2) from exc
-    except (StoreError, SkillFormatError, OSError) as exc:
+        with store_errors():
+            out = st.export_skill(name, dest, version=version, overwrite=force)
+    except (SkillFormatError, OSError) as exc:
         raise fail(str(exc)) from exc
     console.print(f"wrote {out}")
 

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Optional
 
 import typer
 from rich.table import Table
 
 from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, fail, settings_from
-from skills import Store, StoreError
+from skillgraft.skills import Store, StoreError
+from skillgraft.skills.errors import NotFound
 
 app = typer.Typer(help="Check and clean the store (database rows against artifact files).", no_args_is_help=True)
 
@@ -20,6 +23,17 @@ def open_store(home: Optional[str], store: Optional[str]) -> Store:
         return Store(settings.store_url, settings.artifacts)
     except Exception as exc:  # noqa: BLE001 - any driver error means the same thing to a person
         raise fail(f"cannot open the store at {settings.store_url}: {exc}", code=2) from exc
+
+
+@contextmanager
+def store_errors() -> Iterator[None]:
+    """A name or version the store does not hold is bad input (exit 2); any other store error exits 1."""
+    try:
+        yield
+    except NotFound as exc:
+        raise fail(str(exc), code=2) from exc
+    except StoreError as exc:
+        raise fail(str(exc)) from exc
 
 
 @app.command()
@@ -75,10 +89,8 @@ def gc(
 ) -> None:
     """Remove artifacts that no row names, and partial writes left by interrupted runs."""
     st = open_store(home, store)
-    try:
+    with store_errors():
         report = st.gc(grace_s=grace, dry_run=dry_run)
-    except StoreError as exc:
-        raise fail(str(exc)) from exc
     if as_json:
         print(json.dumps({"removed": report.removed, "leftovers": [str(p) for p in report.leftovers],
                           "kept_recent": report.kept_recent, "freed_bytes": report.freed_bytes, "dry_run": dry_run}, indent=2))

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, fail, settings_from
+from skillgraft.jobs.recording import existing_store
 from skillgraft.settings import Settings
 
 app = typer.Typer(
@@ -40,29 +41,6 @@ class Entry:
         return {**self.__dict__, "path": str(self.path)}
 
 
-def open_store(settings: Settings):
-    """The store, or None when there is none yet (a SQLite file not created)."""
-    from skills.store import Store
-
-    url = settings.store_url
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
-        return None
-    return Store(url, settings.artifacts)
-
-
-def record_in_store(settings: Settings, result, task, model_name: str,
-                    skill_version_ids: list[int] = (), adapter_ids: list[int] = ()) -> None:
-    """Registers a finished run in the store when one exists; a run is never lost for lack of one."""
-    store = open_store(settings)
-    if store is None or result.trajectory_path is None or not Path(result.trajectory_path).exists():
-        return
-    info = json.loads(Path(result.trajectory_path).read_text()).get("info", {})
-    store.add_trajectory(
-        result.trajectory_path, task.id, task.family, result.exit_status, result.reward, result.cost,
-        result.steps, info.get("timings", {}), list(skill_version_ids), list(adapter_ids), model=model_name,
-    )
-
-
 def _file_entry(path: Path) -> Entry | None:
     try:
         data = json.loads(path.read_text())
@@ -87,7 +65,7 @@ def _store_entry(store, row) -> Entry:
 
 def collect(settings: Settings, skill: str | None = None) -> list[Entry]:
     """Runs newest first. With `skill`, only store runs that had a version of that skill."""
-    store = open_store(settings)
+    store = existing_store(settings)
     entries: list[Entry] = []
     if store is not None:
         entries = [_store_entry(store, row) for row in store.trajectories(skill=skill)]
@@ -109,7 +87,7 @@ def ls(
 ) -> None:
     """List recorded runs, newest first: files under HOME/trajectories and runs in the store."""
     settings = settings_from(home, store)
-    if skill is not None and open_store(settings) is None:
+    if skill is not None and existing_store(settings) is None:
         raise fail("--skill needs the store, and there is none yet in this home folder", 2)
     entries = collect(settings, skill)[:limit]
     if json_out:
@@ -192,7 +170,7 @@ def show(
 
 def _resolve(settings: Settings, ref: str) -> Path:
     if ref.startswith("store:"):
-        store = open_store(settings)
+        store = existing_store(settings)
         if store is None:
             raise fail("no store in this home folder", 2)
         try:

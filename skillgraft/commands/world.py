@@ -10,7 +10,9 @@ import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, err_console, fail, settings_from
+from skillgraft.commands.common import (HomeOption, JsonOption, SandboxOption, StoreOption, console, err_console, fail,
+                                       settings_from)
+from skillgraft.sandbox.base import SandboxKind
 
 app = typer.Typer(help="SkillWorld: generated repo tasks in bug families, their skills, an expert, a tiny policy.",
                   no_args_is_help=True)
@@ -19,7 +21,7 @@ FamiliesOption = typer.Option(None, "--families", "-f", help="Families or groups
 
 
 def _families(names: Optional[list[str]]) -> list[str]:
-    from skillworld.families import resolve
+    from skillgraft.skillworld.families import resolve
 
     try:
         return resolve(names)
@@ -43,7 +45,7 @@ def generate(out: Path = typer.Argument(..., help="Folder to write task files in
              seeds: str = typer.Option("1000000:1000003", help="START:STOP or a comma list (held-out seeds start at 1000000)."),
              json_out: bool = JsonOption):
     """Write generated tasks as YAML files that `skillgraft run` accepts."""
-    from skillworld.generate import generate as make
+    from skillgraft.skillworld.generate import generate as make
 
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -62,16 +64,16 @@ def generate(out: Path = typer.Argument(..., help="Folder to write task files in
 @app.command()
 def expert(families: Optional[list[str]] = FamiliesOption,
            seeds: str = typer.Option("1000000:1000002", help="START:STOP or a comma list."),
-           sandbox: str = typer.Option("docker", help="docker or bwrap: run through the agent loop in that sandbox."),
+           sandbox: SandboxKind = SandboxOption,
            workers: int = typer.Option(2, min=1, help="Episodes at once."),
            out: Optional[Path] = typer.Option(None, help="Folder for the expert's trajectory files."),
            json_out: bool = JsonOption):
     """Run the scripted expert on tasks through the agent loop and check that it solves them."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from agent.runner import run_task
-    from skillworld.expert import ExpertModel
-    from skillworld.generate import generate as make
+    from skillgraft.agent.runner import run_task
+    from skillgraft.skillworld.expert import ExpertModel
+    from skillgraft.skillworld.generate import generate as make
 
     tasks = [make(f, s) for f in _families(families) for s in _seeds(seeds)]
     if out:
@@ -79,7 +81,7 @@ def expert(families: Optional[list[str]] = FamiliesOption,
 
     def one(wt):
         path = out / f"{wt.id}.json" if out else None
-        return wt, run_task(wt.task(), ExpertModel(wt), sandbox=sandbox, trajectory_path=path)
+        return wt, run_task(wt.task(), ExpertModel(wt), sandbox=sandbox.value, trajectory_path=path)
 
     rows = []
     with _bar() as bar, ThreadPoolExecutor(max_workers=workers) as pool:
@@ -102,7 +104,7 @@ def train_policy_cmd(home: Optional[str] = HomeOption, store: Optional[str] = St
                      out: Optional[Path] = typer.Option(None, help="Adapter folder to write (default: HOME/models/skillworld-policy, which the default model then uses instead of the shipped adapter).")):
     """Rebuild the default model's policy adapter from nothing: the expert's episodes, then behaviour
     cloning into a LoRA on SmolLM2-135M-Instruct (fixed seed; about an hour on two cores)."""
-    from skillworld.default_model import POLICY_ADAPTER, train_policy
+    from skillgraft.skillworld.default_model import POLICY_ADAPTER, train_policy
 
     settings = settings_from(home, store)
     report = train_policy(settings.models, out)
@@ -124,10 +126,10 @@ def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the a
                      register: bool = typer.Option(False, "--register", help="Also add it to the store as a checkpoint adapter."),
                      home: Optional[str] = HomeOption, store: Optional[str] = StoreOption):
     """Train a LoRA expert on the policy for some families (a CycleQD starting checkpoint)."""
-    from skillworld.dataset import build_episodes
-    from skillworld.default_model import ensure_policy, episode_cache
-    from skillworld.families import SEEN
-    from skillworld.policy.lora_expert import train_lora_expert
+    from skillgraft.skillworld.dataset import build_episodes
+    from skillgraft.skillworld.default_model import ensure_policy, episode_cache
+    from skillgraft.skillworld.families import SEEN
+    from skillgraft.skillworld.policy.lora_expert import train_lora_expert
 
     settings = settings_from(home, store)
     fams = _families(families)
@@ -149,8 +151,8 @@ def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the a
     console.print(f"expert for {', '.join(report['families'])} at {out}: rank {rank}, loss {report['first_loss']:.3f} "
                   f"→ {report['final_loss']:.3f} on {report['episodes']} episodes")
     if register:
-        from evolve.cycleqd.population import add_checkpoint
-        from skills.store import Store
+        from skillgraft.evolve.cycleqd.population import add_checkpoint
+        from skillgraft.skills.store import Store
 
         record = add_checkpoint(Store(settings.store_url, settings.artifacts), out,
                                 {"expert": report["families"], "steps": steps}, f"expert-{'+'.join(report['families'])}"[:120])
@@ -164,10 +166,10 @@ def eval_cmd(model: str = typer.Option("skillworld", help="expert, skillworld (t
              episodes: int = typer.Option(10, min=1, help="Held-out episodes per family and condition."),
              workers: int = typer.Option(2, min=1, help="Episodes at once, each in its own sandbox."),
              hypernet: Optional[Path] = typer.Option(None, help="Hypernetwork checkpoint (default: the bundled one)."),
-             sandbox: str = typer.Option("docker", help="docker or bwrap."),
+             sandbox: SandboxKind = SandboxOption,
              home: Optional[str] = HomeOption, store: Optional[str] = StoreOption, json_out: bool = JsonOption):
     """Success rate with 95% Wilson interval and mean steps, per family group and condition; stored as scores."""
-    from skillworld.evaluate import CONDITIONS, AdapterCache, ThreadModels, cells, run_eval
+    from skillgraft.skillworld.evaluate import CONDITIONS, ThreadModels, cells, run_eval, world_compiler
 
     bad = [c for c in condition if c not in CONDITIONS]
     if bad:
@@ -175,21 +177,21 @@ def eval_cmd(model: str = typer.Option("skillworld", help="expert, skillworld (t
     settings = settings_from(home, store)
     fams = _families(families)
     factory, policy = _model_factory(model, settings.models)
-    adapters = None
+    compiler = None
     if any(c in ("parametric", "both") for c in condition):
         if policy is None:
             raise fail("parametric conditions need a local policy (skillworld or hf:<folder>)", 2)
         if hypernet is None:
-            from skillworld.default_model import ensure_hypernet
+            from skillgraft.skillworld.default_model import ensure_hypernet
 
             hypernet = ensure_hypernet(settings.models)
-        adapters = AdapterCache(hypernet, policy)
+        compiler = world_compiler(hypernet, policy)
     results = []
     with _bar() as bar:
         for cond in condition:
             job = bar.add_task(f"{model} · {cond}", total=episodes * len(fams))
             results += run_eval(factory if model == "expert" else ThreadModels(factory), cond, fams, episodes,
-                                workers=workers, adapters=adapters, sandbox=sandbox,
+                                workers=workers, compiler=compiler, sandbox=sandbox.value,
                                 on_result=lambda r, j=job: bar.advance(j))
     table = cells(results, "group") + cells(results, "family")
     _store_scores(settings, model, condition, table, episodes)
@@ -210,17 +212,17 @@ def eval_cmd(model: str = typer.Option("skillworld", help="expert, skillworld (t
 def _model_factory(name: str, models_dir: Path):
     """(task -> model, local policy folder or None)."""
     if name == "expert":
-        from skillworld.expert import ExpertModel
+        from skillgraft.skillworld.expert import ExpertModel
 
         return ExpertModel, None
-    from agent.models.factory import make_model
+    from skillgraft.agent.models.factory import make_model
 
     if name == "skillworld":
-        from skillworld.default_model import ensure_policy
+        from skillgraft.skillworld.default_model import ensure_policy
 
         folder = ensure_policy(models_dir)
         return (lambda: make_model(f"hf:{folder}")), folder
-    from agent.models.bases import BASES, ensure_base
+    from skillgraft.agent.models.bases import BASES, ensure_base
 
     if name in BASES:
         folder = ensure_base(name, models_dir)
@@ -232,7 +234,7 @@ def _model_factory(name: str, models_dir: Path):
 def _store_scores(settings, model: str, conditions: list[str], table, episodes: int) -> None:
     """One eval session; each cell a score row whose subject is the session's checkpoint (the
     model named in the session's config)."""
-    from skills.store import Store
+    from skillgraft.skills.store import Store
 
     st = Store(settings.store_url, settings.artifacts)
     session = st.start_session("world-eval", {"model": model, "conditions": conditions, "episodes": episodes})

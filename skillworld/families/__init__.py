@@ -5,28 +5,42 @@ context, some without). Skill-only families never do: only their skill text exis
 a policy can solve them only through the skill, which is what the evaluation measures.
 Drill families (drills.py) are for training only: many one-token swaps that only their skill
 explains, so that the policy learns to read a skill instead of recalling a family's edit.
+
+A family is one module of this package that declares FAMILY, with its group and its order; the
+package finds them, and the lists below are derived from what they declare.
 """
 from __future__ import annotations
 
-from skillworld.families import (
-    inverted_comparison, missing_import, missing_return, misspelt_call, off_by_one,
-    swapped_arguments, wrong_boolean, wrong_case_method, wrong_constant, wrong_default,
-    wrong_dict_key, wrong_format, wrong_operator,
-)
-from skillworld.families.base import Family, Planted
-from skillworld.families.drills import DRILL_FAMILIES
+import importlib
+import pkgutil
+from collections.abc import Iterable
 
-FAMILIES: dict[str, Family] = {m.FAMILY.name: m.FAMILY for m in (
-    off_by_one, wrong_operator, inverted_comparison, missing_import, misspelt_call,
-    swapped_arguments, missing_return, wrong_constant, wrong_dict_key,
-    wrong_boolean, wrong_case_method, wrong_format, wrong_default,
-)} | DRILL_FAMILIES
-SEEN = ["off_by_one", "wrong_operator", "inverted_comparison", "missing_import", "misspelt_call",
-        "swapped_arguments", "missing_return", "wrong_constant", "wrong_dict_key"]
-SKILL_ONLY = ["wrong_boolean", "wrong_case_method", "wrong_format", "wrong_default"]
-DRILL = list(DRILL_FAMILIES)
+from skillgraft.skillworld.families.base import GROUP_NAMES, Family, Planted
+from skillgraft.skillworld.families.drills import DRILL_FAMILIES
+
+
+def discover(path: Iterable[str], package: str) -> list[Family]:
+    """The FAMILY that each module of a package declares, in the families' declared order."""
+    found = []
+    for info in pkgutil.iter_modules(path):
+        module = importlib.import_module(f"{package}.{info.name}")
+        if hasattr(module, "FAMILY"):
+            found.append(module.FAMILY)
+    for key in ("name", "order"):
+        values = [getattr(f, key) for f in found]
+        shared = sorted({v for v in values if values.count(v) > 1})
+        if shared:
+            raise ValueError(f"families of {package} share the {key} {shared}")
+    unordered = [f.name for f in found if f.order < 1]
+    if unordered:
+        raise ValueError(f"families of {package} without an order (a number from 1): {unordered}")
+    return sorted(found, key=lambda f: f.order)
+
+
+FAMILIES: dict[str, Family] = {f.name: f for f in discover(__path__, __name__)} | DRILL_FAMILIES
+GROUPS: dict[str, list[str]] = {g: [name for name, f in FAMILIES.items() if f.group == g] for g in GROUP_NAMES}
+SEEN, SKILL_ONLY, DRILL = GROUPS["seen"], GROUPS["skill-only"], GROUPS["drill"]
 BENCHMARK = SEEN + SKILL_ONLY  # what "all" means: the families the evaluation reports on
-GROUPS = {"seen": SEEN, "skill-only": SKILL_ONLY, "drill": DRILL}
 
 
 def resolve(names: list[str] | None) -> list[str]:
@@ -48,4 +62,4 @@ def resolve(names: list[str] | None) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-__all__ = ["FAMILIES", "SEEN", "SKILL_ONLY", "DRILL", "BENCHMARK", "GROUPS", "Family", "Planted", "resolve"]
+__all__ = ["FAMILIES", "SEEN", "SKILL_ONLY", "DRILL", "BENCHMARK", "GROUPS", "Family", "Planted", "discover", "resolve"]

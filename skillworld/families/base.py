@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
-from skillworld.names import NamePool
+from skillgraft.skillworld.names import NamePool
 
 
 @dataclass
@@ -54,12 +54,27 @@ class Planted:
             raise ValueError(f"{self.family}: the block of {self.lookup!r} must hold {self.old!r} on the buggy line only")
 
 
+# Seen families appear in the policy's training data; skill-only ones never do (only their skill
+# text exists); drills are for training only (see skillworld.families).
+GROUP_NAMES = ("seen", "skill-only", "drill")
+
+
 @dataclass(frozen=True)
 class Family:
     name: str  # snake_case id, also the task's `family`
     title: str
     plant: Callable[[random.Random, NamePool], Planted]
     filler: bool = True  # whether its fixed form may appear as background code in other tasks
+    _: KW_ONLY
+    group: str  # one of GROUP_NAMES
+    # Its place among the families of the package's modules: a task's background code is drawn
+    # from the filler families in this order, so a new family takes the next number and an
+    # existing one never moves (that would change every generated task).
+    order: int = 0
+
+    def __post_init__(self) -> None:
+        if self.group not in GROUP_NAMES:
+            raise ValueError(f"family {self.name}: unknown group {self.group!r}; use one of {GROUP_NAMES}")
 
 
 def skill_why(name: str, what: str = "function") -> str:

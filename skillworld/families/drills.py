@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import permutations
 
-from skillworld.families.base import Family, Planted, skill_why
-from skillworld.names import LIST_VARS, NamePool
+from skillgraft.skillworld.families.base import Family, Planted, skill_why
+from skillgraft.skillworld.names import LIST_VARS, NamePool
 
 TEXT_VARS = ["text", "name", "label", "word", "line"]
 MAP_VARS = ["counts", "table", "prices", "stock"]
@@ -163,7 +163,7 @@ def _title(drill: Drill) -> str:
 
 
 DRILL_FAMILIES: dict[str, Family] = {
-    f"drill_{d.slug}": Family(f"drill_{d.slug}", _title(d), _planter(d), filler=False) for d in DRILLS
+    f"drill_{d.slug}": Family(f"drill_{d.slug}", _title(d), _planter(d), filler=False, group="drill") for d in DRILLS
 }
 BY_FAMILY: dict[str, Drill] = {f"drill_{d.slug}": d for d in DRILLS}
 LITERAL_FAMILIES: list[str] = [f"drill_{d.slug}" for d in LITERALS]

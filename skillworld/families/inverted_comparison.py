@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import random
 
-from skillworld.families.base import Family, Planted
-from skillworld.names import ACC_VARS, ITEM_VARS, LIST_VARS, NamePool
+from skillgraft.skillworld.families.base import Family, Planted
+from skillgraft.skillworld.names import ACC_VARS, ITEM_VARS, LIST_VARS, NamePool
 
 
 def plant(rng: random.Random, pool: NamePool) -> Planted:
@@ -31,4 +31,4 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
     )
 
 
-FAMILY = Family("inverted_comparison", "inverted comparison", plant)
+FAMILY = Family("inverted_comparison", "inverted comparison", plant, group="seen", order=3)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import importlib
 import random
 
-from skillworld.families.base import Family, Planted
-from skillworld.names import SCALAR_VARS, NamePool
+from skillgraft.skillworld.families.base import Family, Planted
+from skillgraft.skillworld.names import SCALAR_VARS, NamePool
 
 # (module, function, argument the test passes): all results are exact, so the test can pin them.
 CALLS = [
@@ -33,4 +33,4 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
     )
 
 
-FAMILY = Family("missing_import", "missing import", plant, filler=False)
+FAMILY = Family("missing_import", "missing import", plant, filler=False, group="seen", order=4)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import random
 
-from skillworld.families.base import Family, Planted
-from skillworld.names import HELPER_NAMES, ITEM_VARS, LIST_VARS, NamePool
+from skillgraft.skillworld.families.base import Family, Planted
+from skillgraft.skillworld.names import HELPER_NAMES, ITEM_VARS, LIST_VARS, NamePool
 
 
 def plant(rng: random.Random, pool: NamePool) -> Planted:
@@ -37,4 +37,4 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
     )
 
 
-FAMILY = Family("misspelt_call", "misspelt call", plant)
+FAMILY = Family("misspelt_call", "misspelt call", plant, group="seen", order=5)

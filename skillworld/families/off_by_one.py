@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import random
 
-from skillworld.families.base import Family, Planted
-from skillworld.names import ACC_VARS, LIST_VARS, NamePool
+from skillgraft.skillworld.families.base import Family, Planted
+from skillgraft.skillworld.names import ACC_VARS, LIST_VARS, NamePool
 
 
 def plant(rng: random.Random, pool: NamePool) -> Planted:
@@ -28,4 +28,4 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
     )
 
 
-FAMILY = Family("off_by_one", "off-by-one loop bound", plant)
+FAMILY = Family("off_by_one", "off-by-one loop bound", plant, group="seen", order=1)

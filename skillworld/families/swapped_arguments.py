@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import random
 
-from skillworld.families.base import Family, Planted
-from skillworld.names import HELPER_NAMES, NamePool
+from skillgraft.skillworld.families.base import Family, Planted
+from skillgraft.skillworld.names import HELPER_NAMES, NamePool
 
 
 def plant(rng: random.Random, pool: NamePool) -> Planted:
@@ -29,4 +29,4 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
     )
 
 
-FAMILY = Family("swapped_arguments", "swapped arguments", plant)
+FAMILY = Family("swapped_arguments", "swapped arguments", plant, group="seen", order=6)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import random
 
-from skillworld.families.base import Family, Planted, skill_why
-from skillworld.names import NamePool
+from skillgraft.skillworld.families.base import Family, Planted, skill_why
+from skillgraft.skillworld.names import NamePool
 
 
 def plant(rng: random.Random, pool: NamePool) -> Planted:
@@ -29,4 +29,4 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
     )
 
 
-FAMILY = Family("wrong_boolean", "or where and is needed", plant)
+FAMILY = Family("wrong_boolean", "or where and is needed", plant, group="skill-only", order=10)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import random
 
-from skillworld.families.base import Family, Planted, skill_why
-from skillworld.names import NamePool
+from skillgraft.skillworld.families.base import Family, Planted, skill_why
+from skillgraft.skillworld.names import NamePool
 
 WORDS = ["Red Fox", "Blue Sky", "Green Tea", "Old Map", "Tall Tree", "Cold Rain", "Big Cat"]
 
@@ -28,4 +28,4 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
     )
 
 
-FAMILY = Family("wrong_case_method", "upper where lower is needed", plant)
+FAMILY = Family("wrong_case_method", "upper where lower is needed", plant, group="skill-only", order=11)

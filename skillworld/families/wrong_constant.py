@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import random
 
-from skillworld.families.base import Family, Planted
-from skillworld.names import CONSTANTS, NamePool
+from skillgraft.skillworld.families.base import Family, Planted
+from skillgraft.skillworld.names import CONSTANTS, NamePool
 
 
 def plant(rng: random.Random, pool: NamePool) -> Planted:
@@ -20,4 +20,4 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
     )
 
 
-FAMILY = Family("wrong_constant", "wrong constant pinned by a test", plant)
+FAMILY = Family("wrong_constant", "wrong constant pinned by a test", plant, group="seen", order=8)

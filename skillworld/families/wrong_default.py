@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import random
 
-from skillworld.families.base import Family, Planted, skill_why
-from skillworld.names import NamePool
+from skillgraft.skillworld.families.base import Family, Planted, skill_why
+from skillgraft.skillworld.names import NamePool
 
 
 def plant(rng: random.Random, pool: NamePool) -> Planted:
@@ -26,4 +26,4 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
     )
 
 
-FAMILY = Family("wrong_default", "wrong default for a missing key", plant)
+FAMILY = Family("wrong_default", "wrong default for a missing key", plant, group="skill-only", order=13)

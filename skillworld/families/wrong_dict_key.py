@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import random
 
-from skillworld.families.base import Family, Planted
-from skillworld.names import KEYS, NamePool
+from skillgraft.skillworld.families.base import Family, Planted
+from skillgraft.skillworld.names import KEYS, NamePool
 
 
 def plant(rng: random.Random, pool: NamePool) -> Planted:
@@ -29,4 +29,4 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
     )
 
 
-FAMILY = Family("wrong_dict_key", "wrong dict key", plant)
+FAMILY = Family("wrong_dict_key", "wrong dict key", plant, group="seen", order=9)

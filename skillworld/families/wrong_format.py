@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import random
 
-from skillworld.families.base import Family, Planted, skill_why
-from skillworld.names import LABELS, NamePool
+from skillgraft.skillworld.families.base import Family, Planted, skill_why
+from skillgraft.skillworld.names import LABELS, NamePool
 
 
 def plant(rng: random.Random, pool: NamePool) -> Planted:
@@ -28,4 +28,4 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
     )
 
 
-FAMILY = Family("wrong_format", "wrong string format", plant)
+FAMILY = Family("wrong_format", "wrong string format", plant, group="skill-only", order=12)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import random
 
-from skillworld.families.base import Family, Planted
-from skillworld.names import SCALAR_VARS, NamePool
+from skillgraft.skillworld.families.base import Family, Planted
+from skillgraft.skillworld.names import SCALAR_VARS, NamePool
 
 
 def plant(rng: random.Random, pool: NamePool) -> Planted:
@@ -33,4 +33,4 @@ def plant(rng: random.Random, pool: NamePool) -> Planted:
     )
 
 
-FAMILY = Family("wrong_operator", "wrong arithmetic operator", plant)
+FAMILY = Family("wrong_operator", "wrong arithmetic operator", plant, group="seen", order=2)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
-from skillworld import library
-from skillworld.dataset import record_steps
-from skillworld.expert import messages
-from skillworld.families.drills import BY_FAMILY
+from skillgraft.skillworld import library
+from skillgraft.skillworld.dataset import record_steps
+from skillgraft.skillworld.expert import messages
+from skillgraft.skillworld.families.drills import BY_FAMILY
 
 
 def conversations(records: Iterable[dict], seed: int = 0, with_skill: bool = True,

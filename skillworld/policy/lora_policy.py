@@ -16,10 +16,10 @@ from pathlib import Path
 
 import torch
 
-from hypernet.lora import LowRank
-from hypernet.objectives import render_chat
-from hypernet.peft_io import model_fingerprint, save_adapter
-from skillworld.policy.fit import Example, Schedule, fit, pad_id
+from skillgraft.hypernet.lora import LowRank
+from skillgraft.hypernet.objectives import render_chat
+from skillgraft.hypernet.peft_io import model_fingerprint, save_adapter
+from skillgraft.skillworld.policy.fit import Example, Schedule, fit, pad_id
 
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import torch
 
-from skillworld.policy.data import conversations, corpus
-from skillworld.policy.fit import Schedule, fit
-from skillworld.policy.model import build_policy, parameter_count
-from skillworld.policy.tokenizer import encode_conversation, train_tokenizer
+from skillgraft.skillworld.policy.data import conversations, corpus
+from skillgraft.skillworld.policy.fit import Schedule, fit
+from skillgraft.skillworld.policy.model import build_policy, parameter_count
+from skillgraft.skillworld.policy.tokenizer import encode_conversation, train_tokenizer
 
 
 @dataclass

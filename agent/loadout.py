@@ -1,0 +1,181 @@
+"""What a run gets of its skills, as one value made in one place.
+
+    loadout = make_loadout(store, model, versions, "parametric", compiler=compiler, use_global=True, cache=folder)
+    run_task(task, model, loadout=loadout)
+
+A Loadout names the mode, the skills (their texts, and their store versions where they have
+one), the adapters joined into the one the model activates, that composed folder and its
+cache key. Adapters are joined in one order: the global adapter, then any given adapter
+folders, then each skill's compiled adapter in the order the skills were given. `skillgraft
+run`, the learner, refinement, the SkillWorld evaluation and CycleQD all build their runs'
+skills here, so the same inputs give the same adapter under the same key.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from typing import TYPE_CHECKING
+
+from skillgraft.agent.models.base import AdapterModel, Model
+from skillgraft.skills.adapters import GLOBAL
+from skillgraft.skills.schema import Adapter, SkillVersion, saved_id
+from skillgraft.skills.skillmd import parse
+
+if TYPE_CHECKING:
+    from skillgraft.agent.seams import AdapterStore, SkillCompiler
+
+
+class SkillMode(str, Enum):
+    """How skills reach the model: as text in the prompt, compiled into the weights, or both."""
+
+    context = "context"
+    parametric = "parametric"
+    both = "both"
+
+    @property
+    def in_context(self) -> bool:
+        return self is not SkillMode.parametric
+
+    @property
+    def compiled(self) -> bool:
+        return self is not SkillMode.context
+
+
+SKILL_MODES = tuple(m.value for m in SkillMode)
+
+
+class LoadoutError(ValueError):
+    """The skills asked for cannot reach this model in this mode (no compiler, no adapter support)."""
+
+
+@dataclass(frozen=True)
+class GivenSkill:
+    """One skill a run gets: the text the hypernetwork compiles, the body the prompt shows."""
+
+    name: str
+    text: str
+    body: str
+    version: SkillVersion | None = None  # where the skill is a version in the store
+
+    @classmethod
+    def of_version(cls, version: SkillVersion) -> "GivenSkill":
+        return cls(version.skill_name, version.text, version.body, version)
+
+    @classmethod
+    def of_text(cls, name: str, text: str) -> "GivenSkill":
+        """A SKILL.md text that is not (yet) in the store, such as a candidate revision."""
+        return cls(name, text, parse(text, folder_name=name).body)
+
+    @classmethod
+    def of_body(cls, name: str, body: str) -> "GivenSkill":
+        """A bare recipe with no front matter: compiled and shown as it is."""
+        return cls(name, body, body)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@v{self.version.number}" if self.version is not None else self.name
+
+
+@dataclass(frozen=True)
+class AdapterPart:
+    """One adapter a run joins: its cache identity and the PEFT folder that holds it."""
+
+    key: str  # "adapter:<id>" for a store adapter, "text:<checkpoint>:<digest>", or "folder:<path>"
+    path: Path
+    adapter_id: int | None = None
+
+    @classmethod
+    def stored(cls, store: AdapterStore, adapter: Adapter) -> "AdapterPart":
+        adapter_id = saved_id(adapter.id)
+        return cls(f"adapter:{adapter_id}", store.adapter_path(adapter_id), adapter_id)
+
+    @classmethod
+    def folder(cls, path: Path) -> "AdapterPart":
+        path = Path(path)
+        return cls(f"folder:{path.resolve()}", path)
+
+
+@dataclass(frozen=True)
+class Loadout:
+    mode: SkillMode = SkillMode.context
+    skills: tuple[GivenSkill, ...] = ()
+    parts: tuple[AdapterPart, ...] = ()  # in the order they are joined
+    adapter_dir: Path | None = None  # the one adapter folder the model activates
+    key: str | None = None  # the composed adapter's cache key
+    global_adapter: Adapter | None = None
+
+    @property
+    def context(self) -> list[tuple[str, str]]:
+        """(name, body) of each skill the prompt shows."""
+        return [(s.name, s.body) for s in self.skills] if self.mode.in_context else []
+
+    @property
+    def refs(self) -> list[str]:
+        return [s.ref for s in self.skills]
+
+    @property
+    def version_ids(self) -> list[int]:
+        return [s.version.id for s in self.skills if s.version is not None and s.version.id is not None]
+
+    @property
+    def adapter_ids(self) -> list[int]:
+        return [p.adapter_id for p in self.parts if p.adapter_id is not None]
+
+    @property
+    def global_version(self) -> int | None:
+        return self.global_adapter.version if self.global_adapter is not None else None
+
+
+NOTHING = Loadout()
+
+
+def make_loadout(
+    store: AdapterStore | None,
+    model: Model,
+    skills: Sequence[GivenSkill | SkillVersion] = (),
+    mode: SkillMode | str = SkillMode.context,
+    *,
+    compiler: SkillCompiler | None = None,
+    use_global: bool = False,
+    global_name: str = GLOBAL,
+    adapters: Sequence[Path] = (),
+    cache: Path | None = None,
+) -> Loadout:
+    """The skills and adapters a run of `model` gets.
+
+    Compiled modes compile each skill (a store version once per checkpoint, into the store; any
+    other text once per checkpoint, into `cache`). `use_global` joins the store's current global
+    adapter, `adapters` joins adapter folders as they are (a CycleQD candidate). Composed folders
+    are cached under `cache`.
+    """
+    from skillgraft.agent.skill_adapters import compiled_adapter, compiled_text, compose
+
+    try:
+        mode = SkillMode(mode)
+    except ValueError:
+        raise LoadoutError(f"skill mode must be one of {', '.join(SKILL_MODES)}, got {mode!r}") from None
+    given = tuple(s if isinstance(s, GivenSkill) else GivenSkill.of_version(s) for s in skills)
+    head = store.latest_global(global_name) if (use_global and store is not None) else None
+    compiling = mode.compiled and bool(given)
+    if (compiling or head is not None or adapters) and not isinstance(model, AdapterModel):
+        raise LoadoutError(f"{model.name} cannot take LoRA adapters: its weights are out of reach (a hosted model, "
+                           "a replay). Compiled skills and adapters need a local model (hf:<path>); use skill mode context.")
+    if compiling and compiler is None:
+        raise LoadoutError(f"skill mode {mode.value} needs a hypernetwork to compile skills; use skill mode context")
+    parts = [AdapterPart.stored(store, head)] if store is not None and head is not None else []
+    parts += [AdapterPart.folder(p) for p in adapters]
+    for skill in given if compiling else ():
+        assert compiler is not None  # refused above
+        if skill.version is not None and store is not None:
+            parts.append(AdapterPart.stored(store, compiled_adapter(store, compiler, skill.version)))
+        elif cache is None:
+            raise LoadoutError(f"compiling {skill.name!r}, a text outside the store, needs a cache folder")
+        else:
+            parts.append(compiled_text(compiler, skill.text, cache))
+    if cache is None and (len(parts) > 1 or any(p.key.startswith("text:") for p in parts)):
+        raise LoadoutError("this loadout joins several adapters or compiles texts outside the store: give it a cache folder")
+    adapter_dir, key = compose(parts, cache)
+    return Loadout(mode, given, tuple(parts), adapter_dir, key, head)

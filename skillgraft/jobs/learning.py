@@ -1,0 +1,199 @@
+"""Learning across sessions (`skillgraft learn`) and refining one skill (`skillgraft refine`).
+
+    reports = learn(settings, LearnOptions(world="skillworld", sessions=3))
+    result = refine_skill(settings, RefineOptions("fix-imports", tasks=[...]))
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from skillgraft.agent.loadout import SkillMode
+from skillgraft.agent.models.base import AdapterModel, Model, ModelError
+from skillgraft.agent.task import Task, TaskError, load_task
+from skillgraft.jobs.errors import BAD_INPUT, NO_SANDBOX, JobError
+from skillgraft.sandbox.base import SandboxKind, SandboxUnavailable
+from skillgraft.settings import DEFAULT_MODEL, Settings
+
+if TYPE_CHECKING:
+    from skillgraft.evolve.learn.loop import SessionReport
+    from skillgraft.evolve.learn.propose import Generator
+    from skillgraft.evolve.learn.refine import RefineResult
+    from skillgraft.evolve.learn.summarise import Summariser
+    from skillgraft.hypernet.compile import Compiler
+
+AUTO = "auto"  # a skill mode: parametric when a hypernetwork and an adapter model are there, else context
+
+
+@dataclass(frozen=True)
+class AgentRoles:
+    """The model that acts, the compiler of its skills, and who writes and revises skill text."""
+
+    model: Model
+    compiler: Compiler | None
+    mode: SkillMode
+    summariser: Summariser
+    generator: Generator
+
+
+def agent_roles(settings: Settings, model: str, hypernet: Path | None, skill_mode: str, summariser: str,
+                generator: str) -> AgentRoles:
+    from skillgraft.evolve.learn.roles import make_compiler, make_generator, make_summariser
+    from skillgraft.model_defaults import hypernet_for, load_model
+
+    try:
+        agent_model = load_model(settings, model)
+        adapter_ok = isinstance(agent_model, AdapterModel)
+        ckpt = hypernet_for(settings, model, hypernet) if adapter_ok and skill_mode != SkillMode.context.value else None
+        compiler = make_compiler(ckpt, agent_model)
+        mode = (SkillMode.parametric if compiler is not None else SkillMode.context) if skill_mode == AUTO else SkillMode(skill_mode)
+        if mode.compiled and compiler is None:
+            why = "the model takes no adapters" if not adapter_ok else "no hypernetwork (give --hypernet)"
+            raise ValueError(f"skill mode {mode.value!r} needs compiled adapters, but {why}; use --skill-mode context")
+        return AgentRoles(agent_model, compiler, mode, make_summariser(summariser), make_generator(generator))
+    except (ModelError, ValueError, FileNotFoundError) as exc:
+        raise JobError(str(exc), BAD_INPUT) from exc
+
+
+@dataclass(frozen=True)
+class LearnOptions:
+    tasks: Sequence[Path] = ()
+    world: str | None = None  # "skillworld": held-out world tasks instead of task files
+    families: Sequence[str] = ()
+    sessions: int = 5
+    per_session: int | None = None
+    alpha: float = 0.1
+    rank: int = 16
+    cycleqd_every: int | None = None
+    learning: bool = True
+    baseline: bool = True  # first the same sessions with learning off
+    model: str = DEFAULT_MODEL
+    hypernet: Path | None = None
+    skill_mode: str = AUTO
+    summariser: str = "offline"
+    generator: str = "offline"
+    refine_below: float | None = None
+    validation: Sequence[Path] = ()
+    gate: bool = False
+    sandbox: SandboxKind = SandboxKind.docker
+    image: str | None = None
+    seed: int = 0
+
+
+def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:
+    """The tasks of each session, and the held-out validation tasks."""
+    from skillgraft.evolve.learn.schedule import split_sessions, world_sessions
+
+    if options.learning and options.alpha <= 0:
+        raise JobError("--alpha must be above 0 (0 would learn nothing; use --no-learning)", BAD_INPUT)
+    if bool(options.tasks) == (options.world is not None):
+        raise JobError("give task files or --world skillworld (one of the two)", BAD_INPUT)
+    try:
+        if options.world is not None:
+            from skillgraft.skillworld.families import resolve
+            from skillgraft.skillworld.generate import HELDOUT_START, generate
+
+            fams = resolve(list(options.families) or None)
+
+            def make(family: str, seed: int) -> Task:
+                return generate(family, seed).task()
+
+            first = HELDOUT_START + 10_000 * options.seed
+            plan = world_sessions(fams, options.sessions, options.per_session or 10, first, make, shuffle_seed=options.seed)
+            held_out = [make(f, first + 5_000 + i) for i in range(2) for f in fams]
+        else:
+            plan = split_sessions([load_task(p) for p in options.tasks], options.sessions, options.per_session)
+            held_out = []
+        return plan, [load_task(p) for p in options.validation] or held_out
+    except (TaskError, KeyError, ValueError) as exc:
+        raise JobError(str(exc), BAD_INPUT) from exc
+
+
+def run_labels(options: LearnOptions) -> list[str]:
+    """"off" (learning off: the baseline, or the only run with --no-learning), then "on", as asked."""
+    return (["off"] if (not options.learning or options.baseline) else []) + (["on"] if options.learning else [])
+
+
+def learn(settings: Settings, options: LearnOptions, roles: AgentRoles, plan: Sequence[Sequence[Task]],
+          held_out: Sequence[Task], *, on_session: Callable[[str, int], None] = lambda label, number: None,
+          on_outcome: Callable[[], None] = lambda: None) -> dict[str, list[SessionReport]]:
+    """Runs the sessions with learning off (the baseline) and on, as the options ask; the reports by "off"/"on"."""
+    from skillgraft.evolve.learn import EmaConfig, LearnConfig, Learner, Refiner
+    from skillgraft.evolve.learn.periodic import cycleqd_every
+    from skillgraft.evolve.learn.refine import AgentVerifier
+    from skillgraft.skills.store import Store
+
+    def config_for(learning: bool) -> LearnConfig:
+        return LearnConfig(learning=learning, skill_mode=roles.mode.value,
+                           ema=EmaConfig(alpha=options.alpha or 1.0, rank=options.rank), sandbox=options.sandbox.value,
+                           image=options.image, gate=options.gate, refine_below=options.refine_below,
+                           cycleqd_every=options.cycleqd_every)
+
+    runs = [(label, config_for(label == "on")) for label in run_labels(options)]
+    store = Store(settings.store_url, settings.artifacts)
+    reports: dict[str, list[SessionReport]] = {}
+    try:
+        for label, config in runs:
+            refiner = None
+            if config.learning and config.refine_below is not None:
+                verifier = AgentVerifier(store, roles.model, roles.compiler, skill_mode=config.skill_mode,
+                                         sandbox=config.sandbox, image=config.image)
+                refiner = Refiner(store, roles.generator, verifier)
+            periodic = (cycleqd_every(held_out, lambda: roles.model, sandbox=config.sandbox, image=config.image)
+                        if config.cycleqd_every else None)
+            learner = Learner(store, roles.model, roles.compiler, roles.summariser, config, settings.cache / "learn",
+                              validation=held_out, refiner=refiner, periodic=periodic)
+            reports[label] = []
+            for number, tasks in enumerate(plan, 1):
+                on_session(label, number)
+                reports[label].append(learner.run_session(tasks, on_outcome=lambda _o: on_outcome(), label=f"learning-{label}"))
+    except SandboxUnavailable as exc:
+        raise JobError(str(exc), NO_SANDBOX) from exc
+    except ModelError as exc:
+        raise JobError(str(exc), BAD_INPUT) from exc
+    return reports
+
+
+@dataclass(frozen=True)
+class RefineOptions:
+    skill: str
+    tasks: Sequence[Path]
+    validation: Sequence[Path] = ()  # default: half of the tasks
+    generator: str = "offline"
+    rounds: int = 4
+    minibatch: int = 3
+    model: str = DEFAULT_MODEL
+    hypernet: Path | None = None
+    skill_mode: str = AUTO
+    sandbox: SandboxKind = SandboxKind.docker
+    image: str | None = None
+    seed: int = 0
+
+
+def refine_skill(settings: Settings, options: RefineOptions) -> RefineResult:
+    from skillgraft.evolve.learn import Refiner
+    from skillgraft.evolve.learn.refine import AgentVerifier
+    from skillgraft.skills.store import Store
+
+    try:
+        train = [load_task(p) for p in options.tasks]
+        held = [load_task(p) for p in options.validation]
+    except TaskError as exc:
+        raise JobError(str(exc), BAD_INPUT) from exc
+    if not held:
+        if len(train) < 2:
+            raise JobError("give --validation tasks, or at least two --tasks to split", BAD_INPUT)
+        held, train = train[len(train) // 2:], train[: len(train) // 2]
+    store = Store(settings.store_url, settings.artifacts)
+    if store.latest_version(options.skill) is None:
+        raise JobError(f"no skill named {options.skill!r} in the store (see `skillgraft skills ls`)", BAD_INPUT)
+    roles = agent_roles(settings, options.model, options.hypernet, options.skill_mode, "offline", options.generator)
+    verifier = AgentVerifier(store, roles.model, roles.compiler, skill_mode=roles.mode.value,
+                             sandbox=options.sandbox.value, image=options.image)
+    refiner = Refiner(store, roles.generator, verifier, rounds=options.rounds, minibatch=options.minibatch, seed=options.seed)
+    try:
+        return refiner.refine(options.skill, train, held)
+    except SandboxUnavailable as exc:
+        raise JobError(str(exc), NO_SANDBOX) from exc
