@@ -148,8 +148,9 @@ def make_loadout(
 
     Compiled modes compile each skill (a store version once per checkpoint, into the store; any
     other text once per checkpoint, into `cache`). `use_global` joins the store's current global
-    adapter, `adapters` joins adapter folders as they are (a CycleQD candidate). Composed folders
-    are cached under `cache`.
+    adapter, `adapters` joins adapter folders as they are (a CycleQD candidate). Joined folders
+    are cached under `cache`, which only a loadout that joins adapters or compiles a text outside
+    the store needs.
     """
     from skillgraft.agent.skill_adapters import compiled_adapter, compiled_text, compose
 
@@ -175,7 +176,7 @@ def make_loadout(
             raise LoadoutError(f"compiling {skill.name!r}, a text outside the store, needs a cache folder")
         else:
             parts.append(compiled_text(compiler, skill.text, cache))
-    if cache is None and (len(parts) > 1 or any(p.key.startswith("text:") for p in parts)):
-        raise LoadoutError("this loadout joins several adapters or compiles texts outside the store: give it a cache folder")
+    if cache is None and len(parts) > 1:
+        raise LoadoutError("joining several adapters needs a cache folder to write the joined one into")
     adapter_dir, key = compose(parts, cache)
     return Loadout(mode, given, tuple(parts), adapter_dir, key, head)

@@ -25,7 +25,7 @@ Request = tuple[Candidate, str]
 
 class Evaluator(Protocol):
     # True when the evaluator loads the candidate's PEFT folder; the search writes one only then.
-    needs_folder: bool
+    needs_folder: ClassVar[bool]
 
     def evaluate(self, requests: Sequence[Request]) -> list[float]:
         """One score per (candidate, task) request, higher is better, typically a success rate in [0, 1]."""

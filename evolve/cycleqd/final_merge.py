@@ -9,7 +9,7 @@ merge is reported as not accepted.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -19,6 +19,10 @@ from skillgraft.evolve.cycleqd.persistence import RunRecorder, score_candidates
 from skillgraft.evolve.cycleqd.search import CycleQDResult
 from skillgraft.hypernet.lora import LoraDelta
 from skillgraft.hypernet.merges import merge
+
+if TYPE_CHECKING:
+    from skillgraft.evolve.cycleqd.evaluators import Evaluator
+    from skillgraft.skills.store import Store
 
 VALIDATION = "validation"  # cache namespace: validation sets share task names with evaluation sets
 
@@ -70,9 +74,9 @@ def merge_best(recorder: RunRecorder, result: CycleQDResult, rank: int) -> tuple
 
 
 def merge_and_promote(
-    store: Any,
+    store: Store,
     result: CycleQDResult,
-    validator: Any,
+    validator: Evaluator,
     *,
     promote: bool = True,
     global_name: str = "global",

@@ -10,12 +10,17 @@ import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from skillgraft.evolve.cycleqd.archive import Cell, Elite
 from skillgraft.evolve.cycleqd.candidate import Candidate
 from skillgraft.hypernet.lora import LoraDelta
 from skillgraft.hypernet.peft_io import AdapterInfo, load_adapter, save_adapter
+from skillgraft.skills.schema import saved_id
+
+if TYPE_CHECKING:
+    from skillgraft.evolve.cycleqd.evaluators import Evaluator
+    from skillgraft.skills.store import Store
 
 ADAPTER_KIND = "checkpoint"
 
@@ -31,7 +36,7 @@ class StoredEntry:
 class RunRecorder:
     """The search's only door to the store, so the search itself reads as the algorithm."""
 
-    store: Any  # skills.store.Store
+    store: Store
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="cycleqd-")))
     max_cached: int = 64  # adapters kept in memory; an archive of Llama-8B rank-16 elites is 26 MiB each
     _deltas: OrderedDict[Any, LoraDelta] = field(default_factory=OrderedDict, init=False, repr=False)
@@ -40,8 +45,7 @@ class RunRecorder:
     # ------------------------------------------------------------ run rows
 
     def create_run(self, config: Mapping[str, Any]) -> int:
-        row = self.store.create_qd_run(dict(config))
-        return int(getattr(row, "id", row))
+        return saved_id(self.store.create_qd_run(dict(config)).id)
 
     def load_run(self, run_id: int) -> tuple[dict, int, dict]:
         """(config, completed generations, state) of a stored run."""
@@ -61,7 +65,8 @@ class RunRecorder:
         return out
 
     def put_entry(self, run_id: int, task: str, cell: Cell, elite: Elite) -> None:
-        self.store.put_archive_entry(run_id, task, tuple(cell), elite.adapter_id, elite.score(task), dict(elite.scores))
+        # An elite of a stored run is a stored adapter: its id is the store's.
+        self.store.put_archive_entry(run_id, task, tuple(cell), int(elite.adapter_id), elite.score(task), dict(elite.scores))
 
     # ------------------------------------------------------------ adapters
 
@@ -137,7 +142,7 @@ class RunRecorder:
 
 def score_candidates(
     recorder: RunRecorder,
-    evaluator: Any,
+    evaluator: Evaluator,
     candidates: Sequence[Candidate],
     tasks: Sequence[str],
     like: AdapterInfo,

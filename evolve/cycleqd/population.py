@@ -2,10 +2,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from skillgraft.skills.schema import Adapter, saved_id
+
+if TYPE_CHECKING:
+    from skillgraft.skills.store import Store
 
 
-def select_checkpoints(store: Any, specs: Sequence[str] = ("global",)) -> list[int]:
+def select_checkpoints(store: Store, specs: Sequence[str] = ("global",)) -> list[int]:
     """Adapter ids for specs: an id, `global` (every global version), `global:NAME`, `name:NAME`, `kind:KIND`.
 
     Order follows the specs, then the store's version order; an adapter named twice counts once.
@@ -17,11 +22,11 @@ def select_checkpoints(store: Any, specs: Sequence[str] = ("global",)) -> list[i
             store.adapter(int(spec))  # raises NotFound naming the id
             found = [int(spec)]
         elif spec == "global" or spec.startswith("global:"):
-            found = [a.id for a in store.global_history(spec.partition(":")[2] or "global")]
+            found = [saved_id(a.id) for a in store.global_history(spec.partition(":")[2] or "global")]
         elif spec.startswith("name:"):
-            found = [a.id for a in store.adapters(name=spec[5:])]
+            found = [saved_id(a.id) for a in store.adapters(name=spec[5:])]
         elif spec.startswith("kind:"):
-            found = [a.id for a in store.adapters(kind=spec[5:])]
+            found = [saved_id(a.id) for a in store.adapters(kind=spec[5:])]
         else:
             raise ValueError(f"population {spec!r}: use an adapter id, global, global:NAME, name:NAME or kind:KIND")
         if not found:
@@ -30,7 +35,7 @@ def select_checkpoints(store: Any, specs: Sequence[str] = ("global",)) -> list[i
     return ids
 
 
-def add_checkpoint(store: Any, folder: Path, provenance: Mapping[str, Any], name: str) -> Any:
+def add_checkpoint(store: Store, folder: Path, provenance: Mapping[str, Any], name: str) -> Adapter:
     """Registers an adapter folder (PEFT format) as a checkpoint CycleQD can start from."""
     from skillgraft.hypernet.peft_io import read_info
 

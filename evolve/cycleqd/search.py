@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -23,6 +23,10 @@ from skillgraft.evolve.cycleqd.operators import crossover
 from skillgraft.evolve.cycleqd.persistence import RunRecorder, score_candidates
 from skillgraft.evolve.cycleqd.sampling import make_sampler
 from skillgraft.hypernet.lora import svd
+
+if TYPE_CHECKING:
+    from skillgraft.evolve.cycleqd.evaluators import Evaluator
+    from skillgraft.skills.store import Store
 
 
 @dataclass
@@ -86,7 +90,7 @@ def _stats(generation: int, q: str | None, children: int, insertions: int, evalu
 
 
 class _Search:
-    def __init__(self, recorder: RunRecorder, tasks: list[str], evaluator: Any, config: CycleQDConfig,
+    def __init__(self, recorder: RunRecorder, tasks: list[str], evaluator: Evaluator, config: CycleQDConfig,
                  run_id: int, checkpoints: list[Any], rank: int, archives: dict[str, Archive], binning: Binning) -> None:
         self.recorder, self.tasks, self.evaluator, self.config = recorder, tasks, evaluator, config
         self.run_id, self.checkpoints, self.rank = run_id, checkpoints, rank
@@ -155,7 +159,7 @@ class _Search:
         return _stats(g, q, len(candidates), insertions, fresh, self.archives)
 
 
-def _start(recorder: RunRecorder, checkpoints: list[Any], tasks: list[str], evaluator: Any,
+def _start(recorder: RunRecorder, checkpoints: list[Any], tasks: list[str], evaluator: Evaluator,
            config: CycleQDConfig, meta: Mapping[str, Any]) -> tuple[_Search, GenerationStats]:
     """Scores the starting checkpoints, sets the bin ranges from them and fills the archives."""
     deltas = [recorder.delta(c) for c in checkpoints]
@@ -178,7 +182,7 @@ def _start(recorder: RunRecorder, checkpoints: list[Any], tasks: list[str], eval
     return search, _stats(0, None, len(candidates), insertions, fresh, archives)
 
 
-def _resume(recorder: RunRecorder, run_id: int, evaluator: Any, config: CycleQDConfig) -> tuple[_Search, int]:
+def _resume(recorder: RunRecorder, run_id: int, evaluator: Evaluator, config: CycleQDConfig) -> tuple[_Search, int]:
     stored_config, done, state = recorder.load_run(run_id)
     if "binning" not in state:
         raise RuntimeError(f"CycleQD run {run_id} never finished scoring its starting checkpoints; start a new run")
@@ -197,10 +201,10 @@ def _resume(recorder: RunRecorder, run_id: int, evaluator: Any, config: CycleQDC
 
 
 def run_cycleqd(
-    store: Any,
+    store: Store,
     checkpoints: Sequence[Any],
     tasks: Sequence[str],
-    evaluator: Any,
+    evaluator: Evaluator,
     config: CycleQDConfig | None = None,
     *,
     run_id: int | None = None,

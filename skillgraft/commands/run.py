@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import time
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -14,17 +13,12 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from skillgraft.agent.loadout import SkillMode
 from skillgraft.commands.common import HomeOption, JsonOption, SandboxOption, StoreOption, console, job_exits, settings_from
 from skillgraft.sandbox.base import SandboxKind
 from skillgraft.settings import DEFAULT_MODEL
 
 EXIT_SOLVED, EXIT_NOT_SOLVED, EXIT_SETUP_FAILED = 0, 1, 4
-
-
-class SkillModeName(str, Enum):  # agent.loadout.SkillMode, named here so --help needs no torch
-    context = "context"
-    parametric = "parametric"
-    both = "both"
 
 
 def register(app: typer.Typer) -> None:
@@ -51,8 +45,8 @@ def run(
         [], "--skills",
         help="Skills from the store: 'auto' retrieves the best match for the task, 'none' uses none, else skill names. Repeatable.",
     ),
-    skill_mode: SkillModeName = typer.Option(
-        SkillModeName.context, "--skill-mode",
+    skill_mode: SkillMode = typer.Option(
+        SkillMode.context, "--skill-mode",
         help="context: skill text in the prompt; parametric: skills compiled into a LoRA adapter (hf: models), text not in the prompt; both.",
     ),
     hypernet_ckpt: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint for --skill-mode parametric|both (default: the model's own)."),
@@ -68,12 +62,11 @@ def run(
     works until it submits or hits a limit, then the task's test command decides: exit 0 is
     solved. The whole conversation is written to a trajectory file after every step.
     """
-    from skillgraft.agent.loadout import SkillMode
     from skillgraft.agent.runner import SETUP_FAILED
     from skillgraft.jobs.run_one import RunOptions, execute_run, prepare_run
 
     settings = settings_from(home, store)
-    options = RunOptions(task_file, model or DEFAULT_MODEL, sandbox, output, skill, skills_sel, SkillMode(skill_mode.value),
+    options = RunOptions(task_file, model or DEFAULT_MODEL, sandbox, output, skill, skills_sel, skill_mode,
                          hypernet_ckpt, adapter, image, progress=not json_out)
     with job_exits():
         prepared = prepare_run(settings, options)
