@@ -94,7 +94,7 @@ def run_task(
             outward = links_leaving(repo)
             if outward:
                 writer.update(links_outside_repo=outward)  # copied as links, not followed
-            limits = SandboxLimits(command_timeout=task.limits.command_timeout, network=task.network)
+            limits = SandboxLimits(command_timeout=task.limits.command_timeout, network=task.network, disk=task.limits.disk)
             with open_sandbox(sandbox, repo, limits, image=image) as box:
                 timings["open"] = time.monotonic() - started
                 return _run_in(box, task, model, skills, writer, timings, started, on_step)

@@ -11,7 +11,7 @@ A task file is YAML:
     tags: [regex]                        # optional
     network: false                       # optional; sandboxes are offline unless a task asks
     test_files: ["tests/**", "test_*.py"]   # optional: globs of the files that define the verdict
-    limits: {steps: 20, wall_time: 600, command_timeout: 60, cost: 1.0}   # optional, each key too
+    limits: {steps: 20, wall_time: 600, command_timeout: 60, cost: 1.0, disk: 4g}   # optional, each key too
 
 The files matching test_files are put back as they were at the start before the test command
 runs, so an agent cannot pass a task by editing its tests; the trajectory names any it touched.
@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from skillgraft.sandbox.base import DEFAULT_DISK, parse_bytes
 
 _IGNORED_WHEN_COPYING = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", "*.pyc")
 # A fixed identity and date make the start commit reproducible and independent of the user's git config.
@@ -57,6 +59,7 @@ class Limits:
     wall_time: float = 900.0  # seconds for the agent loop
     command_timeout: float = 60.0  # seconds per command, the test command included
     cost: float = 1.0  # USD; 0 means no limit
+    disk: str = DEFAULT_DISK  # what the sandbox may write in all, as Docker spells sizes: 512m, 4g
 
 
 @dataclass(frozen=True)
@@ -268,8 +271,10 @@ def _limits(value: Any, source: str) -> Limits:
         return Limits()
     if not isinstance(value, dict):
         raise TaskError(f"{source}: field 'limits' must be a mapping")
-    _only_keys(value, tuple(_LIMIT_TYPES), "limits", source)
-    parsed = {}
+    _only_keys(value, (*_LIMIT_TYPES, "disk"), "limits", source)
+    parsed: dict[str, Any] = {}
+    if "disk" in value:
+        parsed["disk"] = _size(value["disk"], f"{source}: limits.disk")
     for key, kind in _LIMIT_TYPES.items():
         if key not in value:
             continue
@@ -280,6 +285,17 @@ def _limits(value: Any, source: str) -> Limits:
             raise TaskError(f"{source}: limits.{key} must be positive")
         parsed[key] = kind(raw)
     return Limits(**parsed)
+
+
+def _size(raw: Any, where: str) -> str:
+    """A size as Docker spells it ("512m", "4g") or a number of bytes; at least a mebibyte."""
+    try:
+        size = parse_bytes(raw) if isinstance(raw, (str, int)) and not isinstance(raw, bool) else None
+    except ValueError:
+        size = None
+    if size is None or size < 2**20:
+        raise TaskError(f"{where} must be a size of at least 1m, such as 512m or 4g (got {raw!r})")
+    return str(raw).strip().lower() if isinstance(raw, str) else str(size)
 
 
 def _git(args: list[str], cwd: Path, source: str) -> None:

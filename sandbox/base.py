@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 WORKDIR = "/repo"
+DEFAULT_DISK = "4g"
 LABEL = "skillgraft.sandbox"
 
 # What every command in a sandbox sees, whatever the backend, besides its PATH and HOME.
@@ -32,6 +33,19 @@ class SandboxUnavailable(SandboxError):
     """The backend itself is missing (no engine, no bwrap); the message says how to fix it."""
 
 
+UNITS = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def parse_bytes(size: str | int) -> int:
+    """'512m', '1g', '1024' -> bytes, the spellings Docker accepts for memory limits."""
+    if isinstance(size, int):
+        return size
+    text = size.strip().lower().rstrip("b")
+    if text and text[-1] in UNITS:
+        return int(float(text[:-1]) * UNITS[text[-1]])
+    return int(text)
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     memory: str = "1g"
@@ -40,6 +54,9 @@ class SandboxLimits:
     command_timeout: float = 60.0
     output_limit: int = 10_000  # characters kept of a command's output, head and tail
     network: bool = False
+    # What the sandbox may write in all (the repository, /tmp, home): past it a write fails inside
+    # the sandbox (no space left, or the disk quota exceeded) and the host's disk moves no further.
+    disk: str = DEFAULT_DISK
 
 
 @dataclass

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from skillgraft.sandbox.base import AGENT_ENV, WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable
+from skillgraft.sandbox.base import AGENT_ENV, WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable, parse_bytes
 from skillgraft.sandbox.exec_server import OutputCap, collect
 from skillgraft.sandbox.git_state import GIT_START
 from skillgraft.sandbox.lifecycle import TrackedSandbox, register
@@ -26,19 +26,6 @@ from skillgraft.sandbox.lifecycle import TrackedSandbox, register
 HIDDEN = ("/root", "/home", "/run", "/tmp")  # secrets, sockets and scratch of the host stay out
 SPECIAL = {"proc", "dev", "sys"}
 AGENT_UID = 1000
-UNITS = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-
-
-def parse_bytes(size: str | int) -> int:
-    """'512m', '1g', '1024' -> bytes, the spellings Docker accepts for memory limits."""
-    if isinstance(size, int):
-        return size
-    text = size.strip().lower().rstrip("b")
-    if text and text[-1] in UNITS:
-        return int(float(text[:-1]) * UNITS[text[-1]])
-    return int(text)
-
-
 def bwrap_binary() -> str:
     path = shutil.which("bwrap")
     if not path:
@@ -47,7 +34,13 @@ def bwrap_binary() -> str:
 
 
 class BwrapSandbox(TrackedSandbox):
-    """A copy of repo in a temporary folder, commands run in bubblewrap with it at /repo."""
+    """A copy of repo in a temporary folder, commands run in bubblewrap with it at /repo.
+
+    The folder (the repository, the sandbox's /tmp and home) is a tmpfs of the disk limit's size
+    when skillgraft runs as root, so a write past the limit fails with "No space left on device"
+    and the host's disk is not touched. Without root no file system can be mounted, and the bound
+    is per file only (RLIMIT_FSIZE): `disk_bound` says which one holds.
+    """
 
     def __init__(self, repo: Path, limits: SandboxLimits | None = None):
         self.repo = Path(repo)
@@ -57,9 +50,14 @@ class BwrapSandbox(TrackedSandbox):
             raise SandboxError(f"repository folder {self.repo} does not exist")
         self._closed = False
         self.root = Path(tempfile.mkdtemp(prefix="skillgraft-bwrap-"))
+        self.disk_bound = "per-file"
         register(self)
         try:
-            shutil.copytree(self.repo, self.root / "repo", symlinks=True)
+            self._bound_disk()
+            try:
+                shutil.copytree(self.repo, self.root / "repo", symlinks=True)
+            except OSError as exc:
+                raise SandboxError(f"cannot copy the repository into the sandbox (disk limit {self.limits.disk}): {exc}") from exc
             for folder in ("home", "tmp"):
                 (self.root / folder).mkdir()
             self._write_identity()
@@ -70,6 +68,16 @@ class BwrapSandbox(TrackedSandbox):
         except BaseException:
             self.close()
             raise
+
+    def _bound_disk(self) -> None:
+        if os.geteuid() != 0:
+            return
+        size = parse_bytes(self.limits.disk)
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "skillgraft-sandbox", str(self.root)],
+                                 capture_output=True, text=True)
+        if mounted.returncode != 0:
+            raise SandboxUnavailable(f"cannot mount the sandbox's bounded folder: {mounted.stderr.strip()}")
+        self.disk_bound = "tmpfs"
 
     def _write_identity(self) -> None:
         """passwd and group files naming uid 1000 `agent`, laid over the host's inside the sandbox."""
@@ -128,6 +136,9 @@ class BwrapSandbox(TrackedSandbox):
         # Runs in the child before exec: the closest bwrap gets to a memory limit is per process.
         size = parse_bytes(self.limits.memory)
         resource.setrlimit(resource.RLIMIT_AS, (size, size))
+        if self.disk_bound == "per-file":
+            disk = parse_bytes(self.limits.disk)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (disk, disk))
 
     # -- the Sandbox protocol ----------------------------------------------------------------
 
@@ -164,6 +175,8 @@ class BwrapSandbox(TrackedSandbox):
         return ExecResult(output=output, returncode=128 - code if code < 0 else code, timed_out=timed_out, elided=elided)
 
     def _release(self) -> None:
+        if self.disk_bound == "tmpfs":
+            subprocess.run(["umount", "--lazy", str(self.root)], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __repr__(self) -> str:

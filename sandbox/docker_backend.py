@@ -18,6 +18,7 @@ from docker.models.containers import Container
 
 from skillgraft.sandbox.base import AGENT_ENV, WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable
 from skillgraft.sandbox.copy_in import repo_tarball
+from skillgraft.sandbox.disk_quota import disk_quota
 from skillgraft.sandbox.engine_retry import transient_retry
 from skillgraft.sandbox.git_state import GIT_START
 from skillgraft.sandbox.image import IMAGE_TAG, engine, image_exists
@@ -87,6 +88,18 @@ class DockerSandbox(TrackedSandbox):
 
     def _create(self) -> Container:
         limits = self.limits
+        try:
+            return self._create_bounded(limits)
+        except docker.errors.APIError as exc:
+            if "storage-opt" not in str(exc) and "storage_opt" not in str(exc):
+                raise
+            raise SandboxUnavailable(
+                f"this Docker engine cannot bound a sandbox's disk ({exc.explanation or exc}): its data root must be "
+                "a btrfs file system with quotas on (or XFS mounted with pquota). scripts/setup.sh starts such an engine; "
+                "`skillgraft sandbox doctor` checks it (or use --sandbox bwrap)"
+            ) from exc
+
+    def _create_bounded(self, limits: SandboxLimits) -> Container:
         return transient_retry(self.client.containers.create)(
             self.image,
             command=SERVER_COMMAND,
@@ -99,6 +112,9 @@ class DockerSandbox(TrackedSandbox):
             memswap_limit=limits.memory,  # no swap on top: a memory hog meets the limit, not the disk
             nano_cpus=int(limits.cpus * 1e9),
             pids_limit=limits.pids,
+            # What the container may write (the repository, /tmp, home) is bounded by a quota on its
+            # file system; the engine's data root, a file of fixed size, caps all sandboxes together.
+            storage_opt={"size": str(disk_quota(self.client, self.image, limits.disk))},
             init=True,  # reaps the orphans a killed command leaves behind
             cap_drop=["ALL"],
             cap_add=["SETUID", "SETGID", "KILL"],  # what the root command server needs, nothing else

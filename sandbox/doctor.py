@@ -11,6 +11,7 @@ import docker
 import docker.errors
 
 from skillgraft.sandbox.base import SandboxUnavailable
+from skillgraft.sandbox.disk_quota import disk_quota
 from skillgraft.sandbox.image import IMAGE_TAG, engine, image_exists
 
 
@@ -40,6 +41,21 @@ def check_image(client: docker.DockerClient | None, tag: str = IMAGE_TAG) -> Che
         image = client.images.get(tag)
         return Check("sandbox image", True, f"{tag} ({image.short_id}, {image.attrs.get('Size', 0) / 2**20:.0f} MiB)")
     return Check("sandbox image", False, f"{tag} is not built", "skillgraft sandbox build")
+
+
+def check_disk_limit(client: docker.DockerClient | None, tag: str = IMAGE_TAG) -> Check:
+    """Whether the engine can bound a container's writable layer (overlay2 on XFS with pquota)."""
+    if client is None or not image_exists(client, tag):
+        return Check("sandbox disk limit", False, "no engine or image to try it with", "start the engine and build the image first")
+    try:
+        client.containers.create(tag, command=["true"], storage_opt={"size": str(disk_quota(client, tag, "64m"))},
+                                 network_disabled=True).remove(force=True)
+    except docker.errors.APIError as exc:
+        root = client.info().get("DockerRootDir", "?")
+        return Check("sandbox disk limit", False, f"the engine cannot bound a container's disk: {exc.explanation or exc}",
+                     f"run dockerd with --data-root on btrfs with quotas (scripts/setup.sh does), or on XFS mounted "
+                     f"with pquota; today's data root: {root}")
+    return Check("sandbox disk limit", True, "each container's writable layer gets the task's disk limit")
 
 
 def check_bwrap() -> Check:
@@ -76,4 +92,5 @@ def check_cache(cache_dir: Path) -> Check:
 
 def diagnose(cache_dir: Path) -> list[Check]:
     engine_check, client = check_engine()
-    return [engine_check, check_image(client), check_bwrap(), check_debootstrap(client), check_cache(cache_dir)]
+    return [engine_check, check_image(client), check_disk_limit(client), check_bwrap(), check_debootstrap(client),
+            check_cache(cache_dir)]

@@ -48,9 +48,9 @@ def test_defaults_and_full_form(tmp_path):
     assert isinstance(task.repo, InlineRepo)
 
     full = GOOD + ("setup: [echo hi]\nfamily: f\ntags: [a, b]\nnetwork: true\ntest_files: tests/**\n"
-                   "limits: {steps: 3, wall_time: 10, command_timeout: 5, cost: 0}\n")
+                   "limits: {steps: 3, wall_time: 10, command_timeout: 5, cost: 0, disk: 512M}\n")
     task = load_task(write(tmp_path, full))
-    assert task.limits == Limits(steps=3, wall_time=10.0, command_timeout=5.0, cost=0.0)
+    assert task.limits == Limits(steps=3, wall_time=10.0, command_timeout=5.0, cost=0.0, disk="512m")
     assert (task.setup, task.family, task.tags, task.network) == (["echo hi"], "f", ["a", "b"], True)
     assert task.test_files == ["tests/**"]
     assert Task.from_dict(task.to_dict(), "again").to_dict() == task.to_dict()
@@ -110,6 +110,8 @@ def test_git_repo_is_checked_out_at_its_revision(tmp_path):
         (GOOD + "limits: {wall_time: fast}\n", "limits.wall_time must be a number"),
         (GOOD + "limits: {steps: 0}\n", "limits.steps must be positive"),
         (GOOD + "limits: [1, 2]\n", "'limits' must be a mapping"),
+        (GOOD + "limits: {disk: lots}\n", "limits.disk must be a size of at least 1m"),
+        (GOOD + "limits: {disk: 100}\n", "limits.disk must be a size of at least 1m"),
         (GOOD + "network: maybe\n", "'network' must be true or false"),
         (GOOD + "setup: {a: 1}\n", "'setup' must be a list"),
         (GOOD + "tags: [1, 2]\n", "'tags' must be a list of strings"),

@@ -1,6 +1,8 @@
 """The bubblewrap sandbox: what it enforces, with the real bwrap of this machine."""
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import time
 
@@ -130,3 +132,17 @@ def test_a_same_size_edit_right_after_an_import_takes_effect(repo):
         second = sandbox.execute("sed -i 's/ < / > /' m.py && python3 -c 'import m; print(m.f())' && ls -a")
     assert first.output.strip() == "True"
     assert second.output.splitlines()[0] == "False" and "__pycache__" not in second.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a bounded folder is a tmpfs, which only root can mount")
+def test_a_sandbox_cannot_write_past_its_disk_limit(repo):
+    free_before = shutil.disk_usage("/").free
+    with BwrapSandbox(repo, SandboxLimits(disk="64m", command_timeout=60)) as sandbox:
+        assert sandbox.disk_bound == "tmpfs"
+        fill = sandbox.execute("dd if=/dev/zero of=/repo/fill bs=1M count=300 2>&1; rm -f /repo/fill; "
+                               "dd if=/dev/zero of=/tmp/fill bs=1M count=300 2>&1")
+        root = sandbox.root
+        assert sandbox.execute("echo still usable").output == "still usable\n"
+    assert fill.output.count("No space left on device") == 2
+    assert shutil.disk_usage("/").free > free_before - 32 * 2**20  # nothing of it on the host's disk
+    assert not root.exists()  # unmounted and removed on close

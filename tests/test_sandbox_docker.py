@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -278,3 +279,19 @@ def test_a_same_size_edit_right_after_an_import_takes_effect(repo):
         second = sandbox.execute("sed -i 's/ < / > /' m.py && python3 -c 'import m; print(m.f())' && ls -a")
     assert first.output.strip() == "True"
     assert second.output.splitlines()[0] == "False" and "__pycache__" not in second.output
+
+
+def test_a_sandbox_cannot_write_past_its_disk_limit(repo):
+    """A write past the limit fails inside (no space, or the quota exceeded); the host's disk moves
+    by no more than the limit (the engine's data root is a file on it)."""
+    free_before = shutil.disk_usage("/").free
+    with DockerSandbox(repo, SandboxLimits(disk="64m", command_timeout=60)) as sandbox:
+        in_tmp = sandbox.execute("dd if=/dev/zero of=/tmp/fill bs=1M count=300 2>&1")
+        sandbox.execute("rm -f /tmp/fill")
+        in_repo = sandbox.execute("dd if=/dev/zero of=/repo/fill bs=1M count=300 2>&1")
+        free_during = shutil.disk_usage("/").free
+        assert sandbox.execute("echo still usable").output == "still usable\n"
+    full = ("No space left on device", "Disk quota exceeded")  # what the engine's file system says
+    assert any(said in in_tmp.output for said in full) and in_tmp.returncode != 0
+    assert any(said in in_repo.output for said in full)
+    assert free_before - free_during < (64 + 32) * 2**20  # the limit, and room for the test's own noise

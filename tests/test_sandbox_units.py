@@ -11,7 +11,7 @@ from skillgraft.sandbox.base import SandboxError, SandboxUnavailable, open_sandb
 from skillgraft.sandbox.copy_in import repo_tarball
 from skillgraft.sandbox.docker_backend import DockerSandbox
 from skillgraft.sandbox.exec_server import OutputCap
-from skillgraft.sandbox.bwrap_backend import parse_bytes
+from skillgraft.sandbox.base import parse_bytes
 
 
 def test_deb822_sources_skip_disabled_and_keep_signed_by():

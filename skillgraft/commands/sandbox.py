@@ -112,7 +112,7 @@ def doctor(home: Optional[str] = HomeOption, as_json: bool = JsonOption) -> None
     started = time.monotonic()
     checks = diagnose(settings.cache)
     by_name = {check.name: check for check in checks}
-    docker_ready = by_name["docker engine"].ok and by_name["sandbox image"].ok
+    docker_ready = by_name["docker engine"].ok and by_name["sandbox image"].ok and by_name["sandbox disk limit"].ok
     usable = docker_ready or by_name["bubblewrap"].ok
     if as_json:
         console.print_json(json.dumps({"checks": [asdict(check) for check in checks], "docker_ready": docker_ready, "usable": usable}))
