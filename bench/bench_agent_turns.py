@@ -1,12 +1,14 @@
 """Model time per agent turn on the default model: the conversation's key/value cache kept between
 turns against re-reading the whole conversation every turn, side by side in the same run.
 
-    python -m bench.bench_agent_turns [--tasks 4] [--family wrong_constant]
+    python -m bench.bench_agent_turns [--tasks 4] [--family wrong_constant] [--other-skills 0]
 
 Each held-out SkillWorld task runs twice through the real agent loop in a Docker sandbox, once with
 each model (same weights, greedy decoding, the family's skill in context so that prompts are long);
 the runs alternate so that machine noise falls on both. Per turn: the model's time for the call,
 the prompt's length, how many of its tokens came from the cache. The replies must be identical.
+--other-skills N also puts N other families' skills in context, as a retrieval of several would,
+for prompts of the length a real repository's skills and outputs make.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=4)
     ap.add_argument("--family", default="wrong_constant")
     ap.add_argument("--sandbox", default="docker")
+    ap.add_argument("--other-skills", type=int, default=0)
     args = ap.parse_args()
 
     from skillgraft.agent.loadout import GivenSkill, make_loadout
@@ -47,6 +50,7 @@ def main() -> None:
     from skillgraft.settings import load_settings
     from skillgraft.skillworld.default_model import ensure_policy
     from skillgraft.skillworld.evaluate import episode_skill
+    from skillgraft.skillworld.families import SEEN
     from skillgraft.skillworld.generate import HELDOUT_START, generate
 
     folder = ensure_policy(load_settings().models)
@@ -55,16 +59,19 @@ def main() -> None:
     same = True
     for i in range(args.tasks):
         wt = generate(args.family, HELDOUT_START + 700 + i)
-        skill = episode_skill(args.family, wt.seed)
+        others = [f for f in SEEN if f != args.family][: args.other_skills]
+        skills = [episode_skill(f, wt.seed) for f in [*others, args.family]]  # the task's own skill last, nearest the task
         replies = {}
         for name in (("cached", "re-read") if i % 2 == 0 else ("re-read", "cached")):
             timed = Timed(models[name])
-            run_task(wt.task(), timed, sandbox=args.sandbox, loadout=make_loadout(None, timed, [GivenSkill.of_body(skill.name, skill.body)]))
+            given = [GivenSkill.of_body(s.name, s.body) for s in skills]
+            run_task(wt.task(), timed, sandbox=args.sandbox, loadout=make_loadout(None, timed, given))
             replies[name] = [c[3] for c in timed.calls]
             for turn, (prompt, cached, seconds, _) in enumerate(timed.calls, 1):
                 per_turn[(name, turn)].append((prompt, cached, seconds))
         same &= replies["cached"] == replies["re-read"]
-    table = Table(title=f"model time per turn, {args.tasks} held-out {args.family} tasks, skill in context")
+    table = Table(title=f"model time per turn, {args.tasks} held-out {args.family} tasks, "
+                        f"{len(skills)} skill(s) in context")
     for col in ("turn", "prompt tokens", "cached tokens", "re-read s", "cached s", "speed-up"):
         table.add_column(col, justify="right")
     turns = sorted({t for _, t in per_turn})
