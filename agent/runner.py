@@ -72,9 +72,10 @@ def run_task(
     """Runs the agent on a task and judges it with the task's test command.
 
     The loadout (agent.loadout.make_loadout) says which skills the prompt shows and which adapter
-    the model activates for the run. Raises SandboxUnavailable when the backend is missing,
-    AdapterUnsupported when the loadout holds an adapter for a model that cannot take one; everything that happens inside the run (limits,
-    model failures, a failing setup) ends up in the result's exit_status instead.
+    the model activates for the run. Raises SandboxUnavailable when the backend is missing, and
+    AdapterUnsupported when the loadout holds an adapter for a model that cannot take one;
+    everything that happens inside the run (limits, model failures, a failing setup) ends up in
+    the result's exit_status instead.
     """
     clash = RESERVED_INFO.intersection(info or {})
     if clash:
