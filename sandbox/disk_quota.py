@@ -28,7 +28,7 @@ def counts_image(client: docker.DockerClient, tag: str) -> bool:
                                          network_disabled=True).remove(force=True)
                 _counts_image[key] = False
             except docker.errors.APIError as exc:
-                if "quota" not in str(exc).lower():
+                if "quota exceeded" not in str(exc).lower():
                     raise  # the engine cannot bound a container at all: the caller says so
                 _counts_image[key] = True
         return _counts_image[key]
