@@ -12,13 +12,12 @@ import docker
 import docker.errors
 
 from skillgraft.sandbox.base import SandboxUnavailable
+from skillgraft.sandbox.image_names import IMAGE_TAG, METHODS
 from skillgraft.sandbox.rootfs import AGENT_USER, PACKAGES, ImageBuildError, build_rootfs_tarball
 
-IMAGE_TAG = "skillgraft-sandbox:1"
 BASE_IMAGE = "debian:bookworm-slim"
 DOCKERFILE = Path(__file__).with_name("Dockerfile")
 ROOTFS_TARBALL = "sandbox-rootfs-bookworm.tar"
-METHODS = ("auto", "dockerfile", "debootstrap")
 
 # What the Dockerfile's non-FROM lines would set, given to `docker import` as changes.
 IMPORT_CHANGES = [

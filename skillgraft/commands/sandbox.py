@@ -10,11 +10,9 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from skillgraft.sandbox.base import SandboxError, SandboxUnavailable
-from skillgraft.sandbox.doctor import diagnose
-from skillgraft.sandbox.image import IMAGE_TAG, METHODS, ensure_image
-from skillgraft.sandbox.reap import reap as reap_containers
 from skillgraft.commands.common import HomeOption, JsonOption, console, fail, settings_from
+from skillgraft.sandbox.base import SandboxError, SandboxUnavailable
+from skillgraft.sandbox.image_names import IMAGE_TAG, METHODS
 
 app = typer.Typer(
     help="The Docker sandbox: build its image, remove leftover containers, check what is missing.",
@@ -56,6 +54,8 @@ def build(
                   disable=not live) as progress:
         task = progress.add_task(f"sandbox image {tag}", total=None)
         try:
+            from skillgraft.sandbox.image import ensure_image
+
             outcome = ensure_image(
                 tag=tag,
                 rebuild=not if_missing,
@@ -84,6 +84,8 @@ def reap(
 ) -> None:
     """Remove sandbox containers left behind by runs that crashed (their owning process is gone)."""
     try:
+        from skillgraft.sandbox.reap import reap as reap_containers
+
         found = reap_containers(everything=everything, dry_run=dry_run)
     except SandboxUnavailable as exc:
         raise fail(str(exc), 3)
@@ -110,6 +112,8 @@ def doctor(home: Optional[str] = HomeOption, as_json: bool = JsonOption) -> None
     """
     settings = settings_from(home, None)
     started = time.monotonic()
+    from skillgraft.sandbox.doctor import diagnose
+
     checks = diagnose(settings.cache)
     by_name = {check.name: check for check in checks}
     docker_ready = by_name["docker engine"].ok and by_name["sandbox image"].ok and by_name["sandbox disk limit"].ok
