@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from skillgraft.agent.models.base import AdapterModel, Model
@@ -150,7 +149,7 @@ def make_loadout(
     other text once per checkpoint, into `cache`). `use_global` joins the store's current global
     adapter, `adapters` joins adapter folders as they are (a CycleQD candidate). Joined folders
     are cached under `cache`, which only a loadout that joins adapters or compiles a text outside
-    the store needs.
+    the store needs (compose refuses to join without one).
     """
     from skillgraft.agent.skill_adapters import compiled_adapter, compiled_text, compose
 
@@ -176,7 +175,5 @@ def make_loadout(
             raise LoadoutError(f"compiling {skill.name!r}, a text outside the store, needs a cache folder")
         else:
             parts.append(compiled_text(compiler, skill.text, cache))
-    if cache is None and len(parts) > 1:
-        raise LoadoutError("joining several adapters needs a cache folder to write the joined one into")
     adapter_dir, key = compose(parts, cache)
     return Loadout(mode, given, tuple(parts), adapter_dir, key, head)

@@ -11,7 +11,7 @@ import docker
 import docker.errors
 
 from skillgraft.sandbox.base import SandboxUnavailable
-from skillgraft.sandbox.disk_quota import disk_quota
+from skillgraft.sandbox.disk_quota import counts_image
 from skillgraft.sandbox.image import IMAGE_TAG, engine, image_exists
 
 
@@ -44,12 +44,11 @@ def check_image(client: docker.DockerClient | None, tag: str = IMAGE_TAG) -> Che
 
 
 def check_disk_limit(client: docker.DockerClient | None, tag: str = IMAGE_TAG) -> Check:
-    """Whether the engine can bound a container's writable layer (overlay2 on XFS with pquota)."""
+    """Whether the engine can bound a container's disk (btrfs with quotas, or XFS with pquota)."""
     if client is None or not image_exists(client, tag):
         return Check("sandbox disk limit", False, "no engine or image to try it with", "start the engine and build the image first")
     try:
-        client.containers.create(tag, command=["true"], storage_opt={"size": str(disk_quota(client, tag, "64m"))},
-                                 network_disabled=True).remove(force=True)
+        counts_image(client, tag)  # creates a bounded container; an engine that cannot bound one refuses
     except docker.errors.APIError as exc:
         root = client.info().get("DockerRootDir", "?")
         return Check("sandbox disk limit", False, f"the engine cannot bound a container's disk: {exc.explanation or exc}",

@@ -71,7 +71,7 @@ def uses_expert(name: str) -> bool:
 def make_mutator(name: str, *, rank: int, w_max: float = 0.1, noise_std: float = 0.05) -> Mutator:
     """The mutation named in the config, as one callable with a shared signature."""
     if name not in MUTATIONS:
-        raise ValueError(f"unknown mutation {name!r}: use one of {sorted(MUTATIONS)}")
+        raise ValueError(f"unknown mutation {name!r}: use {mutation_choices()}")
     mutation, params = MUTATIONS[name].mutate, MutationParams(rank, w_max, noise_std)
 
     def mutate(child: LoraDelta, rng: np.random.Generator, expert_svd: Svd | None) -> LoraDelta:

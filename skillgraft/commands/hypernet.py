@@ -208,8 +208,9 @@ def compile_skill(
         version = st.latest_version(skill)
         if version is None:
             raise fail(f"{skill!r} is neither a file nor a skill in the store", code=2)
-        cached = st.find_compiled(saved_id(version.id), compiler.checkpoint_id) is not None
-        hit = compiled_adapter(st, compiler, version)
+        hit = st.find_compiled(saved_id(version.id), compiler.checkpoint_id)
+        cached = hit is not None
+        hit = hit or compiled_adapter(st, compiler, version)
         folder = st.adapter_path(hit.id)
         if out:
             shutil.copytree(folder, out, dirs_exist_ok=True)

@@ -78,7 +78,7 @@ def run(
                 view.add(step)
                 live.refresh()
 
-            result = execute_run(settings, prepared, on_step)
+            result = execute_run(prepared, on_step)
     if not json_out:
         console.line()  # the live view leaves the cursor at the end of its last row
     if json_out:

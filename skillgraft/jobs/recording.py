@@ -23,10 +23,9 @@ def existing_store(settings: Settings) -> Store | None:
     return Store(url, settings.artifacts)
 
 
-def record_in_store(settings: Settings, result: RunResult, task: Task, model_name: str,
+def record_in_store(store: Store | None, result: RunResult, task: Task, model_name: str,
                     skill_version_ids: Sequence[int] = (), adapter_ids: Sequence[int] = ()) -> None:
-    """Registers a finished run in the store when one exists."""
-    store = existing_store(settings)
+    """Registers a finished run in the store, when there is one."""
     if store is None or result.trajectory_path is None or not Path(result.trajectory_path).exists():
         return
     store.add_trajectory(

@@ -19,8 +19,12 @@ from skillgraft.agent.models.base import Model, ModelError
 from skillgraft.agent.runner import AdapterUnsupported, RunResult, run_task
 from skillgraft.agent.task import Task, TaskError, load_task
 from skillgraft.jobs.errors import BAD_INPUT, NO_SANDBOX, JobError
+from skillgraft.jobs.recording import existing_store, record_in_store
+from skillgraft.jobs.run_skills import SkillSelectionError, prepare
+from skillgraft.model_defaults import load_model
 from skillgraft.sandbox.base import SandboxError, SandboxKind, SandboxUnavailable
 from skillgraft.settings import DEFAULT_MODEL, Settings
+from skillgraft.skills.store import Store
 
 
 @dataclass(frozen=True)
@@ -45,13 +49,10 @@ class PreparedRun:
     loadout: Loadout
     trajectory: Path
     options: RunOptions = field(repr=False)
+    store: Store | None = field(default=None, repr=False)  # the run is recorded there, when there is one
 
 
 def prepare_run(settings: Settings, options: RunOptions) -> PreparedRun:
-    from skillgraft.jobs.run_skills import SkillSelectionError, prepare
-    from skillgraft.jobs.recording import existing_store
-    from skillgraft.model_defaults import load_model
-
     try:
         task = load_task(options.task_file)
     except TaskError as exc:
@@ -63,18 +64,17 @@ def prepare_run(settings: Settings, options: RunOptions) -> PreparedRun:
         model = load_model(settings, options.model, progress=options.progress)
     except ModelError as exc:
         raise JobError(str(exc), BAD_INPUT) from exc
+    store = existing_store(settings)
     try:
-        loadout = prepare(existing_store(settings), task, model, options.model, options.skills, options.skill_mode, settings,
+        loadout = prepare(store, task, model, options.model, options.skills, options.skill_mode, settings,
                           options.hypernet, files=files, adapter=options.adapter)
     except SkillSelectionError as exc:
         raise JobError(str(exc), BAD_INPUT) from exc
     trajectory = options.output or settings.trajectories / f"{datetime.now():%Y%m%d-%H%M%S}-{task.id}.json"
-    return PreparedRun(task, model, loadout, trajectory, options)
+    return PreparedRun(task, model, loadout, trajectory, options, store)
 
 
-def execute_run(settings: Settings, prepared: PreparedRun, on_step: Callable[[Step], None] | None = None) -> RunResult:
-    from skillgraft.jobs.recording import record_in_store
-
+def execute_run(prepared: PreparedRun, on_step: Callable[[Step], None] | None = None) -> RunResult:
     options, loadout = prepared.options, prepared.loadout
     try:
         result = run_task(
@@ -90,7 +90,7 @@ def execute_run(settings: Settings, prepared: PreparedRun, on_step: Callable[[St
         raise JobError(str(exc), NO_SANDBOX) from exc
     except SandboxError as exc:
         raise JobError(f"sandbox failed: {exc}", NO_SANDBOX) from exc
-    record_in_store(settings, result, prepared.task, prepared.model.name, loadout.version_ids, loadout.adapter_ids)
+    record_in_store(prepared.store, result, prepared.task, prepared.model.name, loadout.version_ids, loadout.adapter_ids)
     return result
 
 
