@@ -48,12 +48,17 @@ def observation(output: str, returncode: int, timed_out: bool = False, elided: i
     return f"{head}\n<output>\n{output}</output>"
 
 
+def _single_block(content: str) -> re.Match[str] | None:
+    blocks = list(_BASH_BLOCK.finditer(content))
+    return blocks[0] if len(blocks) == 1 and blocks[0].group(1).strip() else None
+
+
 def parse_action(content: str) -> str:
     """The single bash command in a reply; FormatError if there is not exactly one."""
-    blocks = _BASH_BLOCK.findall(content)
-    if len(blocks) != 1 or not blocks[0].strip():
+    block = _single_block(content)
+    if block is None:
         raise FormatError(FORMAT_ERROR)
-    return blocks[0].strip()
+    return block.group(1).strip()
 
 
 def is_submit(command: str) -> bool:
@@ -63,3 +68,25 @@ def is_submit(command: str) -> bool:
 def assistant_reply(thought: str, command: str) -> str:
     """How an action is written by a scripted expert, in the same shape the model must use."""
     return f"{thought.strip()}\n```bash\n{command}\n```"
+
+
+def split_reply(content: str) -> tuple[str, str | None]:
+    """A reply as (thought, command): the text before its bash block, and the block's command
+    (None when the reply did not hold exactly one)."""
+    block = _single_block(content)
+    if block is None:
+        return content.strip(), None
+    return content[: block.start()].strip(), block.group(1).strip()
+
+
+_OBSERVATION = re.compile(r"\A<returncode>(-?\d+)</returncode>\n((?:<note>.*?</note>\n)*)<output>\n(.*)</output>\Z", re.DOTALL)
+_NOTE = re.compile(r"<note>(.*?)</note>")
+
+
+def read_observation(text: str) -> tuple[int, list[str], str] | None:
+    """The (return code, notes, output) an `observation` message was written from; None for any
+    other message (the task prompt, a format error)."""
+    match = _OBSERVATION.match(text)
+    if match is None:
+        return None
+    return int(match.group(1)), _NOTE.findall(match.group(2)), match.group(3)

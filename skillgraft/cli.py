@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-from skillgraft.commands import adapters, evolve, hypernet, learn, run, sandbox, skills, store, trajectories, world
+from skillgraft.commands import adapters, evolve, hypernet, learn, run, sandbox, skills, store, trajectories, ui, world
 
 app = typer.Typer(
     name="skillgraft",
@@ -15,6 +15,7 @@ app = typer.Typer(
 run.register(app)
 learn.register(app)
 hypernet.register_compile(app)
+ui.register(app)
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(trajectories.app, name="trajectories")
 app.add_typer(skills.app, name="skills")

@@ -79,12 +79,16 @@ class Adapters(SkillVersions):
             raise NotFound(f"no adapter with id {adapter_id}")
         return row
 
-    def adapters(self, kind: Optional[str] = None, name: Optional[str] = None) -> list[Adapter]:
+    def adapters(self, kind: Optional[str] = None, name: Optional[str] = None,
+                 skill_version_ids: Optional[list[int]] = None) -> list[Adapter]:
+        """By name and version; `skill_version_ids` keeps those compiled from these skill versions."""
         q = select(Adapter).order_by(col(Adapter.name), col(Adapter.version))
         if kind is not None:
             q = q.where(Adapter.kind == AdapterKind(kind).value)
         if name is not None:
             q = q.where(Adapter.name == name)
+        if skill_version_ids is not None:
+            q = q.where(col(Adapter.skill_version_id).in_(skill_version_ids))
         with self.db.read() as s:
             return list(s.exec(q).all())
 

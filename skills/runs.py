@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence
 
-from sqlmodel import col, select
+from sqlmodel import col, func, select
 
 from skillgraft.skills.errors import NotFound
 from skillgraft.skills.owner import owner_gone, this_process
@@ -130,23 +130,18 @@ class Runs(StorePart):
         return self.artifacts.path(row.artifact_hash) / row.file_name
 
     def trajectories(
-        self, skill: Optional[str] = None, session_id: Optional[int] = None, limit: Optional[int] = None
+        self, skill: Optional[str] = None, session_id: Optional[int] = None, limit: Optional[int] = None, offset: int = 0,
     ) -> list[Trajectory]:
         """Newest first; `skill` keeps runs that had any version of that skill."""
-        q = select(Trajectory).order_by(col(Trajectory.id).desc())
-        if skill is not None:
-            used = (
-                select(TrajectorySkill.trajectory_id)
-                .join(SkillVersion, col(SkillVersion.id) == TrajectorySkill.skill_version_id)
-                .where(SkillVersion.skill_name == skill)
-            )
-            q = q.where(col(Trajectory.id).in_(used))
-        if session_id is not None:
-            q = q.where(Trajectory.session_id == session_id)
+        q = _filtered(select(Trajectory).order_by(col(Trajectory.id).desc()), skill, session_id).offset(offset)
         if limit is not None:
             q = q.limit(limit)
         with self.db.read() as s:
             return list(s.exec(q).all())
+
+    def count_trajectories(self, skill: Optional[str] = None, session_id: Optional[int] = None) -> int:
+        with self.db.read() as s:
+            return int(s.exec(_filtered(select(func.count()).select_from(Trajectory), skill, session_id)).one())
 
     # ---- scores ------------------------------------------------------------------------------
     def add_score(
@@ -195,3 +190,16 @@ def _session_row(s, session_id: int) -> Session:  # noqa: ANN001
     if row is None:
         raise NotFound(f"no session with id {session_id}")
     return row
+
+
+def _filtered(q, skill: Optional[str], session_id: Optional[int]):  # noqa: ANN001, ANN202 - a select over Trajectory
+    if skill is not None:
+        used = (
+            select(TrajectorySkill.trajectory_id)
+            .join(SkillVersion, col(SkillVersion.id) == TrajectorySkill.skill_version_id)
+            .where(SkillVersion.skill_name == skill)
+        )
+        q = q.where(col(Trajectory.id).in_(used))
+    if session_id is not None:
+        q = q.where(Trajectory.session_id == session_id)
+    return q

@@ -26,7 +26,7 @@ from skillgraft.skills.maintenance import Maintenance
 from skillgraft.skills.qd import QualityDiversity
 from skillgraft.skills.retrieval import Retriever, SearchHit
 from skillgraft.skills.runs import Runs
-from skillgraft.skills.schema import Score, SkillVersion, SubjectKind, Trajectory, TrajectorySkill
+from skillgraft.skills.schema import Score, Skill, SkillVersion, SubjectKind, Trajectory, TrajectorySkill
 from skillgraft.skills.versions import SkillVersions
 
 
@@ -104,23 +104,29 @@ class Store(Adapters, SkillVersions, Maintenance, Runs, QualityDiversity):
         return [SearchHit(rows[vid].skill_name, rows[vid], score, sem, lex) for vid, score, sem, lex in ranked if vid in rows]
 
     # ---- summaries for people ----------------------------------------------------------------
-    def skill_summaries(self) -> list[SkillSummary]:
-        """One line per skill: latest version, how often runs used it, how it scored, when it last changed."""
-        latest = {v.skill_name: v for v in self.latest_versions()}
+    def skill_summaries(self, names: Optional[list[str]] = None) -> list[SkillSummary]:
+        """One line per skill (or per named skill): latest version, how often runs used it, how it
+        scored, when it last changed."""
+        latest = {v.skill_name: v for v in self.latest_versions(names)}
+
+        def only(q):  # noqa: ANN001, ANN202 - a select over SkillVersion, narrowed to the named skills
+            return q if names is None else q.where(col(SkillVersion.skill_name).in_(names))
+
         with self.db.read() as s:
-            counts = dict(s.exec(select(SkillVersion.skill_name, func.count()).group_by(SkillVersion.skill_name)).all())
-            uses = dict(s.exec(
+            counts = dict(s.exec(only(select(SkillVersion.skill_name, func.count())).group_by(SkillVersion.skill_name)).all())
+            uses = dict(s.exec(only(
                 select(SkillVersion.skill_name, func.count(func.distinct(TrajectorySkill.trajectory_id)))
-                .join(TrajectorySkill, col(TrajectorySkill.skill_version_id) == SkillVersion.id)
+                .join(TrajectorySkill, col(TrajectorySkill.skill_version_id) == SkillVersion.id))
                 .group_by(SkillVersion.skill_name)).all())
-            last_used = dict(s.exec(
+            last_used = dict(s.exec(only(
                 select(SkillVersion.skill_name, func.max(Trajectory.created_at))
                 .join(TrajectorySkill, col(TrajectorySkill.skill_version_id) == SkillVersion.id)
-                .join(Trajectory, col(Trajectory.id) == TrajectorySkill.trajectory_id)
+                .join(Trajectory, col(Trajectory.id) == TrajectorySkill.trajectory_id))
                 .group_by(SkillVersion.skill_name)).all())
-            scored = s.exec(
+            scored = s.exec(only(
                 select(SkillVersion.skill_name, Score.score, Score.episodes)
-                .join(Score, (col(Score.subject_id) == SkillVersion.id) & (col(Score.subject_kind) == SubjectKind.skill_version.value))).all()
+                .join(Score, (col(Score.subject_id) == SkillVersion.id)
+                      & (col(Score.subject_kind) == SubjectKind.skill_version.value)))).all()
         totals: dict[str, list[float]] = {}
         for name, score, episodes in scored:
             t = totals.setdefault(name, [0.0, 0.0])
@@ -134,6 +140,13 @@ class Store(Adapters, SkillVersions, Maintenance, Runs, QualityDiversity):
             )
             for name, v in latest.items()
         ]
+
+    def skill_names(self, offset: int = 0, limit: Optional[int] = None) -> tuple[int, list[str]]:
+        """How many skills the store holds, and one page of their names in order."""
+        with self.db.read() as s:
+            total = s.exec(select(func.count()).select_from(Skill)).one()
+            names = list(s.exec(select(Skill.name).order_by(col(Skill.name)).offset(offset).limit(limit)).all())
+        return int(total), names
 
     def version_scores(self, version_ids: list[int]) -> dict[int, tuple[float, int]]:
         """Episode-weighted mean score and total episodes per skill version that has scores."""

@@ -1,7 +1,8 @@
 """Suite-wide set-up: offline libraries, a private home folder, and engine checks.
 
-Tests marked `docker` need a running engine. On CI a missing engine is an error, not a skip:
-the test command installs and starts one, so its absence means the set-up broke.
+Tests marked `docker` need a running engine, tests marked `browser` headless chromium and its
+driver. On CI a missing one is an error, not a skip: the test command installs them, so their
+absence means the set-up broke.
 """
 from __future__ import annotations
 
@@ -41,15 +42,23 @@ def _docker_reason() -> str | None:
     return None
 
 
+def _browser_reason() -> str | None:
+    import shutil
+
+    missing = [tool for tool in ("chromium", "chromedriver") if shutil.which(tool) is None]
+    return f"no {' or '.join(missing)} on the PATH; scripts/test.sh installs them" if missing else None
+
+
 def pytest_collection_modifyitems(config, items):
-    if not any("docker" in item.keywords for item in items):
-        return
-    reason = _docker_reason()
-    if reason is None:
-        return
-    if os.environ.get("CI"):
-        raise pytest.UsageError(reason)
-    skip = pytest.mark.skip(reason=reason)
-    for item in items:
-        if "docker" in item.keywords:
-            item.add_marker(skip)
+    for marker, check in (("docker", _docker_reason), ("browser", _browser_reason)):
+        if not any(marker in item.keywords for item in items):
+            continue
+        reason = check()
+        if reason is None:
+            continue
+        if os.environ.get("CI"):
+            raise pytest.UsageError(reason)
+        skip = pytest.mark.skip(reason=reason)
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)

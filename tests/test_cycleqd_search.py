@@ -164,3 +164,21 @@ def test_starting_checkpoints_are_selected_by_id_name_kind_and_global_history(tm
     assert select_checkpoints(store, ["global"]) == [first.id]
     with pytest.raises(ValueError, match="use an adapter id"):
         select_checkpoints(store, ["everything"])
+
+
+def test_any_generation_s_archives_can_be_rebuilt_from_the_store_and_the_merge_is_kept(tmp_path: Path):
+    from skillgraft.evolve.cycleqd import archives_at
+
+    store, world, ids = store_with_experts(tmp_path)
+    result = run_cycleqd(store, ids, TASKS, world.evaluator, _config(generations=4))
+    state = store.qd_run(result.run_id).state
+    final = archives_at(state, 4)
+    assert {t: dict(a.elites) for t, a in final.items()} == {t: dict(a.elites) for t, a in result.archives.items()}
+    for stats in result.history:  # each generation's archives, as the search reported them then
+        then = archives_at(state, stats.generation)
+        assert {t: len(a) for t, a in then.items()} == {t: s.elites for t, s in stats.archives.items()}
+        assert {t: a.stats().best_quality for t, a in then.items()} == {t: s.best_quality for t, s in stats.archives.items()}
+    outcome = merge_and_promote(store, result, world.evaluator)
+    kept = store.qd_run(result.run_id).state["merge"]
+    assert kept["accepted"] == outcome.accepted and kept["candidate_scores"] == outcome.candidate_scores
+    assert kept["merge_adapter_id"] == outcome.merge_adapter_id and store.qd_run(result.run_id).state["placed"] == state["placed"]

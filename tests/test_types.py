@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKED = ["skillgraft.agent", "skillgraft.skills", "skillgraft.hypernet", "skillgraft.sandbox", "skillgraft.evolve",
-           "skillgraft.jobs"]
+           "skillgraft.jobs", "skillgraft.ui"]
 
 
 def installed_layout(into: Path) -> Path:

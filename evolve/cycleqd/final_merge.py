@@ -9,6 +9,7 @@ merge is reported as not accepted.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -81,9 +82,8 @@ def merge_and_promote(
     promote: bool = True,
     global_name: str = "global",
 ) -> MergeOutcome:
-    """Builds the final merge, scores it and the current global on the validation sets, and commits if better."""
-    from skillgraft.skills.errors import StaleVersion
-
+    """Builds the final merge, scores it and the current global on the validation sets, and commits if
+    better; the outcome is kept in the run's state under "merge"."""
     recorder = RunRecorder(store)
     try:
         state = recorder.load_run(result.run_id)[2]
@@ -108,23 +108,33 @@ def merge_and_promote(
         outcome = MergeOutcome(sources=sources, weights=weights, merge_adapter_id=merge_id,
                                candidate_scores=candidate_scores, global_scores=global_scores,
                                accepted=False, reason="", delta=merged)
-        if outcome.global_mean is not None and not outcome.candidate_mean > outcome.global_mean:
-            outcome.reason = f"merge scores {outcome.candidate_mean:.3f} on validation, not above the global's {outcome.global_mean:.3f}"
-            return outcome
-        if not promote:
-            outcome.reason = "merge beats the global on validation; not promoted (promotion off)"
-            return outcome
-        folder = recorder.folder(merge_id)
-        try:
-            row = store.commit_global(folder, current.id if current is not None else None,
-                                      {**provenance, "validation": {"merge": candidate_scores, "global": global_scores}},
-                                      base_fingerprint=like.fingerprint, name=global_name)
-        except StaleVersion as exc:
-            outcome.reason = f"the global adapter moved on while validating ({exc}); merge kept as adapter {merge_id}"
-            return outcome
-        outcome.accepted, outcome.global_adapter_id = True, row.id
-        outcome.reason = ("no global adapter yet; merge becomes the first" if current is None else
-                          f"merge {outcome.candidate_mean:.3f} beats global {outcome.global_mean:.3f} on validation")
+        _promote_if_better(store, outcome, recorder.folder(merge_id), current, provenance, like.fingerprint, promote, global_name)
+        # Kept with the run, so what the final merge scored outlives this call.
+        run = store.qd_run(result.run_id)
+        store.update_qd_run(result.run_id, run.generation, {**dict(run.state or {}), "merge": outcome.to_dict()})
         return outcome
     finally:
         recorder.close()
+
+
+def _promote_if_better(store: Store, outcome: MergeOutcome, folder: Path, current: Any, provenance: dict[str, Any],
+                       fingerprint: str | None, promote: bool, global_name: str) -> None:
+    """Commits the merge as the next global version when it beats the current one on validation."""
+    from skillgraft.skills.errors import StaleVersion
+
+    if outcome.global_mean is not None and not outcome.candidate_mean > outcome.global_mean:
+        outcome.reason = f"merge scores {outcome.candidate_mean:.3f} on validation, not above the global's {outcome.global_mean:.3f}"
+        return
+    if not promote:
+        outcome.reason = "merge beats the global on validation; not promoted (promotion off)"
+        return
+    try:
+        row = store.commit_global(folder, current.id if current is not None else None,
+                                  {**provenance, "validation": {"merge": outcome.candidate_scores, "global": outcome.global_scores}},
+                                  base_fingerprint=fingerprint, name=global_name)
+    except StaleVersion as exc:
+        outcome.reason = f"the global adapter moved on while validating ({exc}); merge kept as adapter {outcome.merge_adapter_id}"
+        return
+    outcome.accepted, outcome.global_adapter_id = True, row.id
+    outcome.reason = ("no global adapter yet; merge becomes the first" if current is None else
+                      f"merge {outcome.candidate_mean:.3f} beats global {outcome.global_mean:.3f} on validation")

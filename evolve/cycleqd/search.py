@@ -91,17 +91,22 @@ def _stats(generation: int, q: str | None, children: int, insertions: int, evalu
 
 class _Search:
     def __init__(self, recorder: RunRecorder, tasks: list[str], evaluator: Evaluator, config: CycleQDConfig,
-                 run_id: int, checkpoints: list[Any], rank: int, archives: dict[str, Archive], binning: Binning) -> None:
+                 run_id: int, checkpoints: list[Any], rank: int, archives: dict[str, Archive], binning: Binning,
+                 placed: list | None = None) -> None:
         self.recorder, self.tasks, self.evaluator, self.config = recorder, tasks, evaluator, config
         self.run_id, self.checkpoints, self.rank = run_id, checkpoints, rank
         self.archives, self.binning = archives, binning
+        # Every elite placed, as [generation, task, cell, adapter_id, scores]: the archive rows
+        # keep only each cell's current elite, and this log lets a reader rebuild any generation.
+        self.placed: list = list(placed or [])
         self.like = recorder.info(checkpoints[0])
         self.sampler = make_sampler(config.sampling)
         self.mutate = make_mutator(config.mutation, rank=rank, w_max=config.mutation_w_max, noise_std=config.noise_std)
         self._expert_svd: dict[Any, Any] = {}
 
     def state(self) -> dict:
-        return {"tasks": self.tasks, "checkpoints": self.checkpoints, "rank": self.rank, "binning": self.binning.to_dict()}
+        return {"tasks": self.tasks, "checkpoints": self.checkpoints, "rank": self.rank, "binning": self.binning.to_dict(),
+                "placed": self.placed}
 
     def _expert(self, archive: Archive):
         if not uses_expert(self.config.mutation):
@@ -124,7 +129,7 @@ class _Search:
         child = self.mutate(child, rng, expert)
         return Candidate.of(child), [p1.adapter_id, p2.adapter_id]
 
-    def offer(self, candidate: Candidate, scores: dict[str, float], provenance: dict) -> int:
+    def offer(self, candidate: Candidate, scores: dict[str, float], provenance: dict, generation: int) -> int:
         """Offers a scored candidate to every archive; stores it (once) if any archive takes it."""
         takers = [a for a in self.archives.values() if a.accepts(scores)]
         if not takers:
@@ -134,7 +139,9 @@ class _Search:
         elite = Elite(adapter_id=candidate.adapter_id, scores=scores)
         for archive in takers:
             archive.offer(elite)
-            self.recorder.put_entry(self.run_id, archive.task, archive.cell_of(scores), elite)
+            cell = archive.cell_of(scores)
+            self.recorder.put_entry(self.run_id, archive.task, cell, elite)
+            self.placed.append([generation, archive.task, list(cell), elite.adapter_id, dict(scores)])
         return len(takers)
 
     def generation(self, g: int) -> GenerationStats:
@@ -149,7 +156,7 @@ class _Search:
         for (candidate, parents), s in zip(made, scores):
             provenance = {"method": "cycleqd", "run_id": self.run_id, "generation": g, "quality_task": q,
                           "parents": parents, "mutation": self.config.mutation, "content_hash": candidate.content_hash}
-            insertions += self.offer(candidate, s, provenance)
+            insertions += self.offer(candidate, s, provenance, g)
         for c in candidates:
             if c.folder is not None and c.adapter_id is None:
                 # An evaluated child no archive took: its scores stay cached, its folder goes.
@@ -177,9 +184,19 @@ def _start(recorder: RunRecorder, checkpoints: list[Any], tasks: list[str], eval
     search = _Search(recorder, tasks, evaluator, config, run_id, checkpoints, rank, archives, binning)
     insertions = 0
     for c, s in zip(candidates, scores):
-        insertions += search.offer(c, s, {})
+        insertions += search.offer(c, s, {}, 0)
     recorder.finish_generation(run_id, 0, search.state())
     return search, _stats(0, None, len(candidates), insertions, fresh, archives)
+
+
+def archives_at(state: Mapping[str, Any], generation: int) -> dict[str, Archive]:
+    """A stored run's archives as they stood after `generation` (0: the starting checkpoints),
+    rebuilt from its log of placements."""
+    archives = make_archives(list(state["tasks"]), Binning.from_dict(state["binning"]))
+    for g, task, cell, adapter_id, scores in state.get("placed", []):
+        if g <= generation:
+            archives[task].place(tuple(cell), Elite(adapter_id=adapter_id, scores=scores))
+    return archives
 
 
 def _resume(recorder: RunRecorder, run_id: int, evaluator: Evaluator, config: CycleQDConfig) -> tuple[_Search, int]:
@@ -196,7 +213,8 @@ def _resume(recorder: RunRecorder, run_id: int, evaluator: Evaluator, config: Cy
     for task in tasks:
         for entry in recorder.entries(run_id, task):
             archives[task].place(entry.cell, entry.elite)
-    search = _Search(recorder, tasks, evaluator, config, run_id, list(state["checkpoints"]), int(state["rank"]), archives, binning)
+    search = _Search(recorder, tasks, evaluator, config, run_id, list(state["checkpoints"]), int(state["rank"]),
+                     archives, binning, state.get("placed"))
     return search, done
 
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from skillgraft.evolve.intervals import SuccessRate
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -15,8 +19,9 @@ class SessionPoint(SuccessRate):
     episodes: int
 
 
-def plot_curves(curves: Mapping[str, Sequence[SessionPoint]], out: Path, title: str = "Success per session") -> Path:
-    """One line per condition (e.g. "learning on", "learning off") with shaded 95% intervals."""
+def curves_figure(curves: Mapping[str, Sequence[SessionPoint]], title: str = "Success per session") -> "Figure":
+    """One line per condition (e.g. "learning on", "learning off") with shaded 95% intervals;
+    the caller saves the figure (a PNG file, SVG for a page) and closes it."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display on servers; must precede pyplot
@@ -39,10 +44,18 @@ def plot_curves(curves: Mapping[str, Sequence[SessionPoint]], out: Path, title: 
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="best")
+    if any(curves.values()):
+        ax.legend(loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def plot_curves(curves: Mapping[str, Sequence[SessionPoint]], out: Path, title: str = "Success per session") -> Path:
+    import matplotlib.pyplot as plt
+
+    fig = curves_figure(curves, title)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)
     return out
