@@ -1,17 +1,23 @@
 """The bubblewrap sandbox, for machines without a Docker engine.
 
-Each command runs in a fresh bwrap: the host's root read-only, a copy of the repository read-write
-at /repo, home folders and /run (the Docker socket) hidden, no network, its own pid namespace.
-When a command's bash exits, the namespace's first process exits and the kernel kills everything
-left in it; on a timeout, killing bwrap does the same. What bwrap cannot enforce is a memory total
-or a process count for the sandbox: a per-process address-space limit stands in for the first.
+One long-lived bwrap per sandbox: the host's root read-only, home folders and /run (the Docker
+socket) hidden, no network, its own pid namespace. Everything the sandbox may write (the copy of
+the repository at /repo, /tmp, the agent's home) lives in one tmpfs of the disk limit's size that
+bubblewrap mounts inside its own user namespace, so the bound holds with or without root, a write
+past it fails with "No space left on device", and nothing of it lands on the host's disk.
+
+Commands go to the command server (exec_server.py) running as the namespace's pid 1: the kernel
+delivers no signal from inside the namespace to a pid 1 that has no handler for it, so the agent
+(the same user) cannot kill it, and the repository in the tmpfs lives as long as the sandbox.
+When skillgraft exits the namespace dies with it (--die-with-parent). What bwrap cannot enforce
+is a memory total or a process count: a per-process address-space limit stands in for the first.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -19,13 +25,16 @@ import time
 from pathlib import Path
 
 from skillgraft.sandbox.base import AGENT_ENV, WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable, parse_bytes
-from skillgraft.sandbox.exec_server import OutputCap, collect
 from skillgraft.sandbox.git_state import GIT_START
 from skillgraft.sandbox.lifecycle import TrackedSandbox, register
+from skillgraft.sandbox.pipe_channel import PipeChannel
+from skillgraft.sandbox.server_channel import ServerGone
 
 HIDDEN = ("/root", "/home", "/run", "/tmp")  # secrets, sockets and scratch of the host stay out
 SPECIAL = {"proc", "dev", "sys"}
 AGENT_UID = 1000
+
+
 def bwrap_binary() -> str:
     path = shutil.which("bwrap")
     if not path:
@@ -33,14 +42,17 @@ def bwrap_binary() -> str:
     return path
 
 
-class BwrapSandbox(TrackedSandbox):
-    """A copy of repo in a temporary folder, commands run in bubblewrap with it at /repo.
+# Inside the sandbox: the one bounded folder, what is seen through it, and what is handed in.
+BOUNDED = "/sandbox"
+SERVER_DIR = "/run/skillgraft"
+SOURCE = f"{SERVER_DIR}/source"  # the host's repository, read-only, copied from at the start
+START_TIMEOUT = 120.0
+BACKSTOP = 10.0  # beyond a command's own timeout, which the server enforces, before it counts as hung
 
-    The folder (the repository, the sandbox's /tmp and home) is a tmpfs of the disk limit's size
-    when skillgraft runs as root, so a write past the limit fails with "No space left on device"
-    and the host's disk is not touched. Without root no file system can be mounted, and the bound
-    is per file only (RLIMIT_FSIZE): `disk_bound` says which one holds.
-    """
+
+class BwrapSandbox(TrackedSandbox):
+    """A copy of repo in a bounded tmpfs inside one bubblewrap, commands run there with it at /repo."""
+
 
     def __init__(self, repo: Path, limits: SandboxLimits | None = None):
         self.repo = Path(repo)
@@ -49,35 +61,24 @@ class BwrapSandbox(TrackedSandbox):
         if not self.repo.is_dir():
             raise SandboxError(f"repository folder {self.repo} does not exist")
         self._closed = False
+        self._ids = itertools.count(1)
+        self._channel: PipeChannel | None = None
+        # On the host only what is handed in read-only: passwd/group and the server's stderr.
         self.root = Path(tempfile.mkdtemp(prefix="skillgraft-bwrap-"))
-        self.disk_bound = "per-file"
         register(self)
         try:
-            self._bound_disk()
-            try:
-                shutil.copytree(self.repo, self.root / "repo", symlinks=True)
-            except OSError as exc:
-                raise SandboxError(f"cannot copy the repository into the sandbox (disk limit {self.limits.disk}): {exc}") from exc
-            for folder in ("home", "tmp"):
-                (self.root / folder).mkdir()
             self._write_identity()
-            self._check_works()
+            self._start_server()
+            copied = self._run(f"cp -dR --preserve=mode,timestamps {SOURCE}/. {WORKDIR}/", START_TIMEOUT, 4000)
+            if copied.returncode != 0:
+                raise SandboxError(f"cannot copy the repository into the sandbox (disk limit {self.limits.disk}): "
+                                   f"{copied.output.strip()[-500:]}")
             result = self._run(GIT_START, max(60.0, self.limits.command_timeout), self.limits.output_limit)
             if result.returncode != 0:
                 raise SandboxError(f"could not record the repository's start state: {result.output.strip()}")
         except BaseException:
             self.close()
             raise
-
-    def _bound_disk(self) -> None:
-        if os.geteuid() != 0:
-            return
-        size = parse_bytes(self.limits.disk)
-        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "skillgraft-sandbox", str(self.root)],
-                                 capture_output=True, text=True)
-        if mounted.returncode != 0:
-            raise SandboxUnavailable(f"cannot mount the sandbox's bounded folder: {mounted.stderr.strip()}")
-        self.disk_bound = "tmpfs"
 
     def _write_identity(self) -> None:
         """passwd and group files naming uid 1000 `agent`, laid over the host's inside the sandbox."""
@@ -86,20 +87,33 @@ class BwrapSandbox(TrackedSandbox):
             kept = [row for row in (host.read_text().splitlines() if host.is_file() else []) if row.split(":")[2:3] != ["1000"]]
             (self.root / name).write_text("\n".join([*kept, line]) + "\n")
 
-    def _check_works(self) -> None:
-        probe = subprocess.run([*self._argv(), "true"], capture_output=True, text=True, env=self._env())
-        if probe.returncode != 0:
+    def _start_server(self) -> None:
+        server = Path(__file__).with_name("exec_server.py")
+        argv = [*self._argv(), "--ro-bind", str(server), f"{SERVER_DIR}/exec_server.py",
+                sys.executable, f"{SERVER_DIR}/exec_server.py", str(AGENT_UID), str(AGENT_UID), "/home/agent"]
+        with open(self.root / "server.err", "wb") as errors:
+            proc = subprocess.Popen(argv, env=self._env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
+                                    start_new_session=True, preexec_fn=self._limit_memory)
+        self._channel = PipeChannel(proc)
+        request_id = next(self._ids)
+        try:
+            self._channel.send({"id": request_id, "op": "ping"})
+            reply = self._channel.receive(time.monotonic() + START_TIMEOUT)
+        except ServerGone as gone:
+            detail = (self.root / "server.err").read_text(errors="replace").strip()[-1500:]
             raise SandboxUnavailable(
-                f"bubblewrap cannot create a sandbox here: {probe.stderr.strip()}\n"
+                f"bubblewrap cannot create a sandbox here: {detail or gone}\n"
                 "  it needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or root;\n"
                 "  or use --sandbox docker"
-            )
+            ) from gone
+        if reply.get("id") != request_id:
+            raise SandboxError(f"the command server in the sandbox answered {reply!r}")
 
     def _argv(self) -> list[str]:
         argv = [self.bwrap]
         for entry in sorted(os.listdir("/")):
             path = f"/{entry}"
-            if entry in SPECIAL or path in HIDDEN or path == WORKDIR:
+            if entry in SPECIAL or path in HIDDEN or path == WORKDIR or path == BOUNDED:
                 continue
             if os.path.islink(path):
                 argv += ["--symlink", os.readlink(path), path]
@@ -108,16 +122,19 @@ class BwrapSandbox(TrackedSandbox):
         argv += ["--proc", "/proc", "--dev", "/dev", "--ro-bind", "/sys", "/sys"]
         argv += ["--tmpfs", "/root", "--tmpfs", "/run", "--tmpfs", "/home"]
         argv += ["--ro-bind", str(self.root / "passwd"), "/etc/passwd", "--ro-bind", str(self.root / "group"), "/etc/group"]
-        argv += ["--bind", str(self.root / "home"), "/home/agent", "--bind", str(self.root / "tmp"), "/tmp"]
+        # One bounded tmpfs holds all the sandbox may write; /repo, /tmp and the home folder lead into it.
+        argv += ["--size", str(parse_bytes(self.limits.disk)), "--perms", "0755", "--tmpfs", BOUNDED]
+        for name, seen_at in (("repo", WORKDIR), ("tmp", "/tmp"), ("home", "/home/agent")):
+            argv += ["--dir", f"{BOUNDED}/{name}", "--symlink", f"{BOUNDED}/{name}", seen_at]
         # The interpreter running skillgraft may live under a hidden folder (pyenv under /root, a
         # project's venv under /tmp): it comes back read-only, mounted after the sandbox's own /tmp
         # and home so that neither covers it, and `python` and its packages work inside.
         for prefix in dict.fromkeys([sys.base_prefix, sys.prefix]):
             if any(prefix == hidden or prefix.startswith(hidden + "/") for hidden in HIDDEN):
                 argv += ["--ro-bind", prefix, prefix]
-        argv += ["--bind", str(self.root / "repo"), WORKDIR, "--chdir", WORKDIR]
+        argv += ["--ro-bind", str(self.repo), SOURCE, "--chdir", WORKDIR]
         argv += ["--unshare-user", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--hostname", "sandbox"]
-        argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        argv += ["--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.limits.network:
             argv.append("--unshare-net")
         argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
@@ -130,15 +147,13 @@ class BwrapSandbox(TrackedSandbox):
             "HOME": "/home/agent",
             **AGENT_ENV,
             "TMPDIR": "/tmp",
+            "PWD": WORKDIR,  # /repo leads into the bounded folder; the shell keeps showing /repo
         }
 
     def _limit_memory(self) -> None:
         # Runs in the child before exec: the closest bwrap gets to a memory limit is per process.
         size = parse_bytes(self.limits.memory)
         resource.setrlimit(resource.RLIMIT_AS, (size, size))
-        if self.disk_bound == "per-file":
-            disk = parse_bytes(self.limits.disk)
-            resource.setrlimit(resource.RLIMIT_FSIZE, (disk, disk))
 
     # -- the Sandbox protocol ----------------------------------------------------------------
 
@@ -147,36 +162,35 @@ class BwrapSandbox(TrackedSandbox):
         return self._run(command, timeout, self.limits.output_limit)
 
     def _run(self, command: str, timeout: float, output_limit: int) -> ExecResult:
-        if self._closed:
+        if self._closed or self._channel is None:
             raise SandboxError("the sandbox is closed")
-        cap = OutputCap(output_limit)
-        proc = subprocess.Popen(
-            # Not a login shell: /etc/profile would reset PATH and lose the interpreter put first.
-            [*self._argv(), "bash", "-c", command],
-            env=self._env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=self._limit_memory,
-        )
-        timed_out = collect(proc, time.monotonic() + timeout, cap)
-        if timed_out:
-            # bwrap and the namespace's first process die; the kernel then kills the rest of it.
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.wait()
-        assert proc.stdout is not None  # piped above
-        proc.stdout.close()
-        output, elided = cap.result()
-        code = proc.returncode
-        return ExecResult(output=output, returncode=128 - code if code < 0 else code, timed_out=timed_out, elided=elided)
+        request_id = next(self._ids)
+        request = {"id": request_id, "command": command, "timeout": timeout, "output_limit": output_limit,
+                   "cwd": WORKDIR, "env": self._env(), "login": False}  # a login shell would reset PATH
+        try:
+            self._channel.send(request)
+            reply = self._channel.receive(time.monotonic() + timeout + BACKSTOP)
+            while reply.get("id") != request_id and "error" not in reply:
+                reply = self._channel.receive(time.monotonic() + timeout + BACKSTOP)
+        except ServerGone as gone:
+            # The repository lived in the namespace: with its server gone, the sandbox is gone.
+            self.close()
+            raise SandboxError(f"the sandbox's command server stopped: {gone}") from gone
+        if "error" in reply:
+            raise SandboxError(f"the command server rejected the request: {reply['error']}")
+        return ExecResult(output=reply["output"], returncode=reply["returncode"],
+                          timed_out=reply["timed_out"], elided=reply["elided"])
 
     def _release(self) -> None:
-        if self.disk_bound == "tmpfs":
-            subprocess.run(["umount", "--lazy", str(self.root)], capture_output=True)
+        if self._channel is not None:
+            proc = self._channel.proc
+            self._channel.close()  # end of input: the server returns and the namespace ends with it
+            self._channel = None
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __repr__(self) -> str:

@@ -63,14 +63,16 @@ def check_bwrap() -> Check:
         return Check("bubblewrap", False, "bwrap not found", "sudo apt-get install bubblewrap", needed=False)
     with tempfile.TemporaryDirectory() as scratch:
         probe = subprocess.run(
+            # What a sandbox uses: the namespaces, a tmpfs of bounded size, the server as pid 1.
             [path, "--ro-bind", "/", "/", "--bind", scratch, "/mnt", "--unshare-user", "--unshare-pid", "--unshare-net",
-             "--proc", "/proc", "--dev", "/dev", "--die-with-parent", "true"],
+             "--proc", "/proc", "--dev", "/dev", "--size", str(2**20), "--tmpfs", "/tmp", "--as-pid-1",
+             "--die-with-parent", "true"],
             capture_output=True, text=True,
         )
     if probe.returncode != 0:
         return Check("bubblewrap", False, f"{path} cannot create a sandbox: {probe.stderr.strip()}",
                      "sudo sysctl -w kernel.unprivileged_userns_clone=1 (or run as root)", needed=False)
-    return Check("bubblewrap", True, f"{path} works (user, pid and network namespaces)", needed=False)
+    return Check("bubblewrap", True, f"{path} works (user, pid and network namespaces, a bounded tmpfs)", needed=False)
 
 
 def check_debootstrap(client: docker.DockerClient | None) -> Check:

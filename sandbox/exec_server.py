@@ -112,7 +112,7 @@ def kill_user(uid: int) -> int:
         victims = []
         for pid in _pids():
             try:
-                if pid != me and os.stat(f"/proc/{pid}").st_uid == uid and _stat_fields(pid)[0] != "Z":
+                if pid not in (me, 1) and os.stat(f"/proc/{pid}").st_uid == uid and _stat_fields(pid)[0] != "Z":
                     victims.append(pid)
             except (OSError, ValueError, IndexError):
                 continue
@@ -173,18 +173,33 @@ def collect(proc: subprocess.Popen, deadline: float, cap: OutputCap) -> bool:
 
 
 def start(request: dict, user: dict, env: dict) -> subprocess.Popen:
+    # Root (Docker) drops to the agent user; a server that already is the agent user (bubblewrap's
+    # user namespace) may not call setgroups at all, so it starts the command as itself.
+    switch = {"user": user["uid"], "group": user["gid"], "extra_groups": []} if os.geteuid() != user["uid"] else {}
     return subprocess.Popen(
-        ["bash", "-lc", request["command"]],
+        # A login shell reads /etc/profile; a sandbox that sets its own PATH asks for a plain one.
+        ["bash", "-lc" if request.get("login", True) else "-c", request["command"]],
         cwd=request.get("cwd", "/repo"),
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # the command's own session: one killpg reaches its whole group
-        user=user["uid"],
-        group=user["gid"],
-        extra_groups=[],
+        **switch,
     )
+
+
+def reap_orphans() -> None:
+    """Collects the exit status of every finished process left to this one. As a namespace's
+    pid 1 (bubblewrap) the server inherits what commands orphan; called between commands, when
+    it has no child of its own still running."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def run(request: dict, user: dict) -> dict:
@@ -249,6 +264,7 @@ def serve(uid: int, gid: int, home: str) -> None:
             reply = {"id": None, "error": f"{type(exc).__name__}: {exc}"}
         out.write(json.dumps(reply) + "\n")
         out.flush()
+        reap_orphans()
 
 
 if __name__ == "__main__":

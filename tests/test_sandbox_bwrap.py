@@ -4,7 +4,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -134,15 +137,63 @@ def test_a_same_size_edit_right_after_an_import_takes_effect(repo):
     assert second.output.splitlines()[0] == "False" and "__pycache__" not in second.output
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a bounded folder is a tmpfs, which only root can mount")
 def test_a_sandbox_cannot_write_past_its_disk_limit(repo):
     free_before = shutil.disk_usage("/").free
     with BwrapSandbox(repo, SandboxLimits(disk="64m", command_timeout=60)) as sandbox:
-        assert sandbox.disk_bound == "tmpfs"
         fill = sandbox.execute("dd if=/dev/zero of=/repo/fill bs=1M count=300 2>&1; rm -f /repo/fill; "
-                               "dd if=/dev/zero of=/tmp/fill bs=1M count=300 2>&1")
+                               "dd if=/dev/zero of=/tmp/fill bs=1M count=300 2>&1; rm -f /tmp/fill; "
+                               "dd if=/dev/zero of=$HOME/fill bs=1M count=300 2>&1")
         root = sandbox.root
-        assert sandbox.execute("echo still usable").output == "still usable\n"
-    assert fill.output.count("No space left on device") == 2
+        assert sandbox.execute("rm $HOME/fill; echo still usable").output == "still usable\n"
+        assert sandbox.execute("pwd").output == "/repo\n"
+    assert fill.output.count("No space left on device") == 3
     assert shutil.disk_usage("/").free > free_before - 32 * 2**20  # nothing of it on the host's disk
-    assert not root.exists()  # unmounted and removed on close
+    assert not root.exists()
+
+
+FILL_AS_USER = """
+import os, sys
+from pathlib import Path
+from skillgraft.sandbox.base import SandboxLimits
+from skillgraft.sandbox.bwrap_backend import BwrapSandbox
+with BwrapSandbox(Path(sys.argv[1]), SandboxLimits(disk="64m", command_timeout=60)) as sandbox:
+    fill = sandbox.execute("dd if=/dev/zero of=/repo/fill bs=1M count=300 2>&1")
+    print(os.geteuid(), fill.output.count("No space left on device"), sandbox.execute("ls").output.split())
+"""
+
+
+def test_the_disk_bound_holds_without_root(repo, tmp_path):
+    """Run as an ordinary user: the tmpfs is bubblewrap's own, mounted in its user namespace."""
+    if os.geteuid() != 0:
+        argv, env, cwd = [sys.executable, "-c", FILL_AS_USER, str(repo)], None, None
+    else:
+        # The system interpreter, as nobody, with only the sandbox package on its path (stdlib only).
+        python = shutil.which("python3", path="/usr/bin:/bin")
+        if python is None:
+            pytest.skip("no system python3 to run as another user")
+        shared = Path(tempfile.mkdtemp(prefix="bwrap-user-"))
+        (shared / "skillgraft").mkdir()
+        root = Path(__file__).resolve().parents[1]
+        shutil.copy(root / "skillgraft" / "__init__.py", shared / "skillgraft")
+        shutil.copytree(root / "sandbox", shared / "skillgraft" / "sandbox")
+        shutil.copytree(repo, shared / "repo")
+        subprocess.run(["chmod", "-R", "a+rX", str(shared)], check=True)
+        shared.chmod(0o755)
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", FILL_AS_USER, str(shared / "repo")]
+        env, cwd = {"PYTHONPATH": str(shared), "PATH": "/usr/bin:/bin"}, shared  # not the checkout's skillgraft/
+    try:
+        done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
+    finally:
+        if cwd is not None:
+            shutil.rmtree(cwd, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    uid, refused, listed = done.stdout.strip().split(" ", 2)
+    assert int(uid) != 0 and refused == "1" and "calc.py" in listed
+
+
+def test_the_agent_cannot_kill_the_sandbox_from_inside(repo):
+    """The repository lives in the namespace; its command server is pid 1 there, out of reach."""
+    with BwrapSandbox(repo, LIMITS) as sandbox:
+        sandbox.execute("echo kept > note.txt")
+        sandbox.execute("kill -9 -1; pkill -9 -f exec_server; kill -9 1; kill -TERM 1")
+        assert sandbox.execute("cat note.txt; ls").output.split() == ["kept", "calc.py", "note.txt", "test_calc.py"]
