@@ -14,33 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skillgraft.agent.models.base import AdapterModel, Model
+from skillgraft.agent.skill_mode import SkillMode
 from skillgraft.skills.adapters import GLOBAL
 from skillgraft.skills.schema import Adapter, SkillVersion, saved_id
 from skillgraft.skills.skillmd import parse
 
 if TYPE_CHECKING:
     from skillgraft.agent.seams import AdapterStore, SkillCompiler
-
-
-class SkillMode(str, Enum):
-    """How skills reach the model: as text in the prompt, compiled into the weights, or both."""
-
-    context = "context"
-    parametric = "parametric"
-    both = "both"
-
-    @property
-    def in_context(self) -> bool:
-        return self is not SkillMode.parametric
-
-    @property
-    def compiled(self) -> bool:
-        return self is not SkillMode.context
 
 
 SKILL_MODES = tuple(m.value for m in SkillMode)

@@ -1,3 +1,3 @@
-from skillgraft.cli import app
+from skillgraft.cli import main
 
-app()
+main()

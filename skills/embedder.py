@@ -46,6 +46,13 @@ def encoder_cache(default: Path) -> Path:
     return Path(explicit).expanduser() if explicit else Path(default)
 
 
+def store_embedder(artifacts: Path) -> "MiniLMEmbedder":
+    """The encoder a store with this artifact folder uses: its export is kept in `cache/encoders`
+    beside the artifact folder (HOME/cache in the default layout) unless SKILLGRAFT_ENCODER_CACHE
+    names another folder. Loaded when first used."""
+    return MiniLMEmbedder(cache_dir=encoder_cache(Path(artifacts).resolve().parent / "cache" / "encoders"))
+
+
 def _fallback_cache() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "skillgraft" / "encoders"
 
@@ -72,6 +79,10 @@ class MiniLMEmbedder:
         self._session = None
         self._tokenizer = None
         self._lock = threading.Lock()
+
+    def warm(self) -> None:
+        """Loads the model now, e.g. in a thread while the caller does other work; encode() waits for it."""
+        self._load()
 
     def _load(self):  # noqa: ANN202
         with self._lock:

@@ -7,11 +7,12 @@ versions and adapters are append-only: a change is a new row whose parent is the
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from enum import Enum
 from typing import Any, Optional
 
 from sqlalchemy import JSON, Column, Index, LargeBinary, Text, UniqueConstraint, event
 from sqlmodel import Field, SQLModel
+
+from skillgraft.skills.kinds import AdapterKind, Origin, SubjectKind  # noqa: F401  (also named from here)
 
 
 def utcnow() -> datetime:
@@ -23,26 +24,6 @@ def saved_id(row_id: Optional[int]) -> int:
     if row_id is None:
         raise ValueError("this row has not been saved, so it has no id yet")
     return row_id
-
-
-class Origin(str, Enum):
-    imported = "imported"
-    authored = "authored"
-    summarised = "summarised"
-    refined = "refined"
-    merged = "merged"
-
-
-class AdapterKind(str, Enum):
-    skill = "skill"
-    global_ = "global"
-    checkpoint = "checkpoint"
-
-
-class SubjectKind(str, Enum):
-    skill_version = "skill_version"
-    adapter = "adapter"
-    checkpoint = "checkpoint"
 
 
 def _json(**kw: Any) -> Any:

@@ -21,7 +21,7 @@ from sqlmodel import col, func, select
 from skillgraft.skills.adapters import Adapters
 from skillgraft.skills.artifacts import ArtifactStore
 from skillgraft.skills.db import Database
-from skillgraft.skills.embedder import Embedder, MiniLMEmbedder, encoder_cache
+from skillgraft.skills.embedder import Embedder, store_embedder
 from skillgraft.skills.maintenance import Maintenance
 from skillgraft.skills.qd import QualityDiversity
 from skillgraft.skills.retrieval import Retriever, SearchHit
@@ -61,8 +61,7 @@ class Store(Adapters, SkillVersions, Maintenance, Runs, QualityDiversity):
         self.db = Database(url, busy_timeout_s)
         self.artifacts = ArtifactStore(Path(artifacts))
         if embedder is None:
-            cache = Path(artifacts).resolve().parent / "cache" / "encoders"
-            factory: Callable[[], Embedder] = lambda: MiniLMEmbedder(cache_dir=encoder_cache(cache))  # noqa: E731
+            factory: Callable[[], Embedder] = lambda: store_embedder(Path(artifacts))  # noqa: E731
         elif callable(embedder) and not hasattr(embedder, "encode"):
             factory = embedder
         else:

@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.table import Table
 
 from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console
 from skillgraft.commands.store import open_store, store_errors
-from skillgraft.skills import Adapter, AdapterKind, NotFound
+from skillgraft.skills.errors import NotFound
+from skillgraft.skills.kinds import AdapterKind
+
+if TYPE_CHECKING:
+    from skillgraft.skills.schema import Adapter
 
 app = typer.Typer(help="Inspect LoRA adapters (compiled skills, global versions, checkpoints) and roll the global one back.",
                   no_args_is_help=True)

@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from skillgraft.agent.loadout import SkillMode
+from skillgraft.agent.skill_mode import SkillMode
 from skillgraft.commands.common import HomeOption, JsonOption, SandboxOption, StoreOption, console, job_exits, settings_from
 from skillgraft.sandbox.base import SandboxKind
 from skillgraft.settings import DEFAULT_MODEL

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import difflib
 import json
+import threading
 from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.markup import escape
@@ -14,10 +15,13 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.tree import Tree
 
-from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, fail
+from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, fail, settings_from
 from skillgraft.commands.store import open_store, store_errors
-from skillgraft.skills import SkillFormatError, SkillVersion, StoreError
 from skillgraft.skills import skillmd
+from skillgraft.skills.errors import SkillFormatError, StoreError
+
+if TYPE_CHECKING:
+    from skillgraft.skills.schema import SkillVersion
 
 app = typer.Typer(help="Inspect and manage text skills (SKILL.md folders) and their versions.", no_args_is_help=True)
 
@@ -178,7 +182,13 @@ def search(
     store: Optional[str] = StoreOption,
 ) -> None:
     """Find the skills most relevant to a task (embeddings plus lexical match)."""
-    st = open_store(home, store)
+    from skillgraft.skills.embedder import store_embedder
+
+    # The text encoder loads in a thread while this one loads the database layer: a search in a
+    # fresh process waits for the slower of the two, not for both.
+    embedder = store_embedder(settings_from(home, store).artifacts)
+    threading.Thread(target=embedder.warm, name="encoder", daemon=True).start()
+    st = open_store(home, store, embedder=embedder)
     try:
         # Skills added since the last search are embedded first, which can take a while: show it.
         with Progress(TextColumn("embedding new skills"), BarColumn(), MofNCompleteColumn(), console=console,

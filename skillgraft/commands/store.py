@@ -4,23 +4,28 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.table import Table
 
 from skillgraft.commands.common import HomeOption, JsonOption, StoreOption, console, fail, settings_from
-from skillgraft.skills import Store, StoreError
-from skillgraft.skills.errors import NotFound
+from skillgraft.skills.errors import NotFound, StoreError
+
+if TYPE_CHECKING:
+    from skillgraft.skills.embedder import Embedder
+    from skillgraft.skills.store import Store
 
 app = typer.Typer(help="Check and clean the store (database rows against artifact files).", no_args_is_help=True)
 
 
-def open_store(home: Optional[str], store: Optional[str]) -> Store:
+def open_store(home: Optional[str], store: Optional[str], embedder: Optional[Embedder] = None) -> Store:
     """The store the settings name; an unreachable database is reported, not dumped as a traceback."""
+    from skillgraft.skills.store import Store  # SQLAlchemy is loaded by the commands that use it
+
     settings = settings_from(home, store)
     try:
-        return Store(settings.store_url, settings.artifacts)
+        return Store(settings.store_url, settings.artifacts, embedder=embedder)
     except Exception as exc:  # noqa: BLE001 - any driver error means the same thing to a person
         raise fail(f"cannot open the store at {settings.store_url}: {exc}", code=2) from exc
 
