@@ -31,3 +31,14 @@ def test_exit_codes_output_and_atexit_work_are_kept(tmp_path):
     ended = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert ended.returncode == 0 and "Usage" in ended.stdout
     assert marker.read_text() == "yes"
+
+
+def test_the_command_line_starts_without_the_heavy_libraries():
+    """Showing help or parsing a command loads no database layer, tensor library or engine SDK;
+    each command loads what it uses when it runs."""
+    code = ("import sys; import skillgraft.cli; "
+            "print(sorted(m for m in ('sqlalchemy', 'sqlmodel', 'torch', 'docker', 'onnxruntime', 'transformers') "
+            "if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "[]"
