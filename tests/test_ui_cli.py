@@ -17,4 +17,5 @@ def test_a_store_that_cannot_be_opened_is_one_error_at_start(tmp_path):
     result = CliRunner().invoke(app, ["ui", "--home", str(tmp_path), "--store", f"sqlite:///{tmp_path / 'not-a-db'}"])
     assert result.exit_code == 2
     said = " ".join(result.output.split())
-    assert said.startswith("error: cannot") and "not-a-db" in said and "Traceback" not in result.output
+    assert said.startswith("error: cannot") and "not-a-db" in "".join(said.split()) and "Traceback" not in result.output
+    assert "file is not a database" in said
