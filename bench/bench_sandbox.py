@@ -11,6 +11,8 @@
    are pipelined behind it, so the time until they are done is printed too.
 3. Eight sandboxes at once: each copies a repository in, runs its tests, takes the diff and
    closes; all must finish and no container may be left. Against the same eight one after another.
+4. Where bubblewrap works: BwrapSandbox.execute (its command server, in one long-lived namespace)
+   against building the same namespace with a fresh bwrap for each command.
 """
 from __future__ import annotations
 
@@ -26,7 +28,9 @@ from pathlib import Path
 import docker
 
 from skillgraft.sandbox.base import LABEL, SandboxLimits
+from skillgraft.sandbox.bwrap_backend import BwrapSandbox
 from skillgraft.sandbox.docker_backend import DockerSandbox
+from skillgraft.sandbox.doctor import check_bwrap
 from skillgraft.sandbox.image import IMAGE_TAG
 from skillgraft.sandbox.lifecycle import OWNER_PID
 
@@ -72,6 +76,25 @@ def bench_commands(repo: Path, count: int) -> None:
             ratio = statistics.median(ours) / statistics.median(theirs)
             print(f"per-command {command!r:34} ours {median_ms(ours):7.1f} ms   docker exec {median_ms(theirs):7.1f} ms"
                   f"   ratio {ratio:.3f}  (goal <= 0.5, n={count})")
+
+
+def bench_bwrap_commands(repo: Path, count: int) -> None:
+    """The bubblewrap sandbox's command server against building the namespace for every command."""
+    with BwrapSandbox(repo, LIMITS) as sandbox:
+        fresh = [*sandbox._argv(), "bash", "-c"]  # the same namespace, built anew for one command
+        for command in ("true", "ls -la && git status --short"):
+            ours, theirs = [], []
+            for _ in range(count):
+                start = time.perf_counter()
+                result = sandbox.execute(command)
+                ours.append(time.perf_counter() - start)
+                assert result.returncode == 0, result.output
+                start = time.perf_counter()
+                subprocess.run([*fresh, command], capture_output=True, text=True, env=sandbox._env())
+                theirs.append(time.perf_counter() - start)
+            ratio = statistics.median(ours) / statistics.median(theirs)
+            print(f"bwrap per-command {command!r:28} ours {median_ms(ours):7.1f} ms   a bwrap per command "
+                  f"{median_ms(theirs):7.1f} ms   ratio {ratio:.3f}  (n={count})")
 
 
 def bench_starts(repo: Path, count: int) -> None:
@@ -137,6 +160,8 @@ def main() -> None:
         bench_commands(repo, args.commands)
         bench_starts(repo, args.starts)
         bench_parallel(repo, args.parallel)
+        if check_bwrap().ok:
+            bench_bwrap_commands(repo, args.commands)
 
 
 if __name__ == "__main__":

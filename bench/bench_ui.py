@@ -65,7 +65,7 @@ def fill(root: Path, skills: int, trajectories: int, embed_all: bool) -> Store:
     for name in rng.sample(names, min(200, len(names))):  # some skills have a history
         v = store.latest_version(name)
         store.add_version(name, v.body + "\nRerun the check before submitting.\n", parent_id=v.id)
-    fill_vectors(store, embed_all, rate=150.0)
+    fill_vectors(store, embed_all, rate=60.0)
     console.print(f"{skills:,} skills in {time.perf_counter() - t0:.0f} s")
 
     world = synthetic_world(["alpha", "beta", "gamma"], seed=0)

@@ -110,6 +110,10 @@ class Database:
                 # Two processes opening a fresh database at once must not both create tables.
                 conn.execute(text("SELECT pg_advisory_xact_lock(726173)"))
             SQLModel.metadata.create_all(conn)
+            # create_all skips tables that exist; an index added to the schema later still arrives.
+            for table in SQLModel.metadata.sorted_tables:
+                for index in table.indexes:
+                    index.create(conn, checkfirst=True)
             if self.has_fts:
                 for ddl in FTS_DDL:
                     conn.exec_driver_sql(ddl)

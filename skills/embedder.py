@@ -10,6 +10,10 @@ from typing import Optional, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 MINILM = "all-MiniLM-L6-v2"
+# Texts per model call. On CPU one text of ~100 tokens already keeps the cores busy, so a batch
+# saves only the per-call overhead; past a few dozen texts the activations outgrow the caches and
+# each text costs more than alone (bench_store's batch-size sweep shows both).
+BATCH = 8
 
 
 @runtime_checkable
@@ -17,7 +21,7 @@ class Embedder(Protocol):
     name: str
     dim: int
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    def encode(self, texts: Sequence[str], batch_size: int = BATCH) -> np.ndarray:
         """(len(texts), dim) float32 rows of unit length."""
         ...
 
@@ -104,7 +108,7 @@ class MiniLMEmbedder:
                 self._tokenizer = tokenizer
         return self._session, self._tokenizer
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    def encode(self, texts: Sequence[str], batch_size: int = BATCH) -> np.ndarray:
         out: np.ndarray = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out

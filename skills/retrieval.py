@@ -19,7 +19,7 @@ from sqlmodel import col, func, select
 from sqlmodel.sql.expression import Select
 
 from skillgraft.skills.db import Database
-from skillgraft.skills.embedder import Embedder, embedding_key, skill_text
+from skillgraft.skills.embedder import BATCH, Embedder, embedding_key, skill_text
 from skillgraft.skills.lexical import FtsLexical, LexicalIndex, MemoryBM25
 from skillgraft.skills.schema import Embedding, SkillVersion, saved_id
 
@@ -77,7 +77,7 @@ class Retriever:
         return self._embedder
 
     # ---- embeddings (cached in the database) ---------------------------------------------
-    def embed_texts(self, texts: Sequence[str], batch_size: int = 64, progress: Optional[Callable[[int], None]] = None) -> np.ndarray:
+    def embed_texts(self, texts: Sequence[str], batch_size: int = BATCH, progress: Optional[Callable[[int], None]] = None) -> np.ndarray:
         """Vectors for texts, from the cache where present; new ones are encoded in batches and stored."""
         model = self.embedder.name
         keys = [embedding_key(model, t) for t in texts]
@@ -125,7 +125,7 @@ class Retriever:
         return vector
 
     # ---- the in-memory matrix --------------------------------------------------------------
-    def refresh(self, batch_size: int = 64, progress: Optional[Callable[[int], None]] = None) -> int:
+    def refresh(self, batch_size: int = BATCH, progress: Optional[Callable[[int], None]] = None) -> int:
         """Brings the matrix up to the database; returns how many skills changed."""
         with self._lock:
             with self.db.engine.connect() as conn:  # a bare connection: this check runs on every search

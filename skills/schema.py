@@ -51,7 +51,7 @@ class SkillVersion(SQLModel, table=True):
     resources_hash: Optional[str] = Field(default=None, max_length=64)
     parent_id: Optional[int] = Field(default=None, foreign_key="skillversion.id")
     origin: str = Field(default=Origin.authored.value, max_length=16)
-    trajectory_id: Optional[int] = Field(default=None, foreign_key="trajectory.id")
+    trajectory_id: Optional[int] = Field(default=None, foreign_key="trajectory.id", index=True)  # what a run taught
     run_id: Optional[int] = Field(default=None, foreign_key="qdrun.id")
     session_id: Optional[int] = Field(default=None, foreign_key="session.id")
     created_at: datetime = Field(default_factory=utcnow)

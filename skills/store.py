@@ -21,7 +21,7 @@ from sqlmodel import col, func, select
 from skillgraft.skills.adapters import Adapters
 from skillgraft.skills.artifacts import ArtifactStore
 from skillgraft.skills.db import Database
-from skillgraft.skills.embedder import Embedder, store_embedder
+from skillgraft.skills.embedder import BATCH, Embedder, store_embedder
 from skillgraft.skills.maintenance import Maintenance
 from skillgraft.skills.qd import QualityDiversity
 from skillgraft.skills.retrieval import Retriever, SearchHit
@@ -91,7 +91,7 @@ class Store(Adapters, SkillVersions, Maintenance, Runs, QualityDiversity):
         ranked = self.retriever.rank(query, k)
         return self._hits(ranked)
 
-    def embed_pending(self, batch_size: int = 64, progress: Optional[Callable[[int], None]] = None) -> int:
+    def embed_pending(self, batch_size: int = BATCH, progress: Optional[Callable[[int], None]] = None) -> int:
         """Embeds every skill whose latest version has no cached embedding yet; returns how many changed."""
         return self.retriever.refresh(batch_size=batch_size, progress=progress)
 

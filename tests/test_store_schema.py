@@ -144,3 +144,14 @@ def test_reopening_keeps_everything(store_url: str, tmp_path: Path) -> None:
         assert (again.id, again.text) == (v.id, v.text)
         assert (second.resources_path(again) / "scripts" / "check.sh").read_text() == "python -c 'import pkg'\n"
         assert second.check(verify=True).ok
+
+
+def test_an_index_added_to_the_schema_reaches_a_store_made_before_it(tmp_path: Path) -> None:
+    import sqlite3
+
+    Store.at(tmp_path).close()
+    with sqlite3.connect(tmp_path / "store.db") as db:  # as a store written before the index existed
+        db.execute("DROP INDEX ix_skillversion_trajectory_id")
+    Store.at(tmp_path).close()
+    with sqlite3.connect(tmp_path / "store.db") as db:
+        assert "ix_skillversion_trajectory_id" in [row[1] for row in db.execute("PRAGMA index_list(skillversion)")]

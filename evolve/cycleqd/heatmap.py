@@ -7,27 +7,31 @@ from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
-from skillgraft.evolve.cycleqd.archive import Archive
+from skillgraft.evolve.cycleqd.archive import Archive, Elite
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-def quality_grid(archive: Archive) -> np.ndarray:
-    """Qualities as a 2-D array (NaN where empty): rows = 2nd coordinate task, columns = 1st.
-
-    With one coordinate task the grid is a single row; with more than two, each shown cell holds
-    the best quality over the hidden coordinates.
-    """
-    bins = archive.binning.bins
+def shown_elites(archive: Archive) -> dict[tuple[int, int], Elite]:
+    """The elite a flat picture shows at each (column, row): the 1st coordinate task across, the
+    2nd up. With one coordinate task there is a single row; with more than two, each shown cell
+    holds the best elite over the hidden coordinates."""
     dims = len(archive.coordinate_tasks)
-    grid = np.full((bins if dims >= 2 else 1, bins), np.nan)
+    shown: dict[tuple[int, int], Elite] = {}
     for cell, elite in archive.elites.items():
-        x = cell[0] if dims >= 1 else 0
-        y = cell[1] if dims >= 2 else 0
-        q = archive.quality(elite)
-        if np.isnan(grid[y, x]) or q > grid[y, x]:
-            grid[y, x] = q
+        at = (cell[0] if dims >= 1 else 0, cell[1] if dims >= 2 else 0)
+        if at not in shown or archive.quality(elite) > archive.quality(shown[at]):
+            shown[at] = elite
+    return shown
+
+
+def quality_grid(archive: Archive) -> np.ndarray:
+    """Qualities as a 2-D array (NaN where empty): rows = 2nd coordinate task, columns = 1st."""
+    bins = archive.binning.bins
+    grid = np.full((bins if len(archive.coordinate_tasks) >= 2 else 1, bins), np.nan)
+    for (x, y), elite in shown_elites(archive).items():
+        grid[y, x] = archive.quality(elite)
     return grid
 
 

@@ -11,7 +11,7 @@ from markupsafe import Markup, escape
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from skillgraft.evolve.cycleqd import Archive, Elite
+    from skillgraft.evolve.cycleqd import Archive
 
     from skillgraft.skills.schema import SkillVersion
 
@@ -93,15 +93,13 @@ def archive_svg(archive: "Archive", vmin: float, vmax: float, size: int = 300) -
     more than two coordinate tasks a shown cell holds the best elite over the hidden ones."""
     from matplotlib import colormaps
 
+    from skillgraft.evolve.cycleqd import shown_elites
+
     colour = colormaps["viridis"]
     coords = archive.coordinate_tasks
     bins = archive.binning.bins
     rows = bins if len(coords) >= 2 else 1
-    shown: dict[tuple[int, int], "Elite"] = {}
-    for cell, elite in archive.elites.items():
-        at = (cell[0] if coords else 0, cell[1] if len(coords) >= 2 else 0)
-        if at not in shown or archive.quality(elite) > archive.quality(shown[at]):
-            shown[at] = elite
+    shown = shown_elites(archive)
     side = size / bins
     pad_left, pad_bottom, legend = 46, 34, 54
     width, height = pad_left + size + legend, rows * side + pad_bottom + 8
