@@ -22,12 +22,13 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docker
 
-from skillgraft.sandbox.base import LABEL, SandboxLimits
+from skillgraft.sandbox.base import LABEL, ExecResult, SandboxLimits
 from skillgraft.sandbox.bwrap_backend import BwrapSandbox
 from skillgraft.sandbox.docker_backend import DockerSandbox
 from skillgraft.sandbox.doctor import check_bwrap
@@ -55,24 +56,30 @@ def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
+def interleaved(ours: Callable[[], None], theirs: Callable[[], None], count: int) -> tuple[list[float], list[float]]:
+    """Times two ways of doing the same thing, alternating, so the machine's noise falls on both."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(count):
+        for way, samples in zip((ours, theirs), times):
+            start = time.perf_counter()
+            way()
+            samples.append(time.perf_counter() - start)
+    return times
+
+
+def succeeded(result: ExecResult) -> None:
+    assert result.returncode == 0, result.output
+
+
 def bench_commands(repo: Path, count: int) -> None:
     with DockerSandbox(repo, LIMITS) as sandbox:
         cid = sandbox.container.id
         baseline = ["docker", "exec", "-u", "agent", "-w", "/repo", cid, "bash", "-lc"]
         for command in ("true", "ls -la && git status --short"):
-            ours, theirs = [], []
-            for _ in range(3):  # warm both paths
-                sandbox.execute(command)
-                subprocess.run([*baseline, command], capture_output=True, text=True)
-            for _ in range(count):
-                start = time.perf_counter()
-                result = sandbox.execute(command)
-                ours.append(time.perf_counter() - start)
-                assert result.returncode == 0, result.output
-                start = time.perf_counter()
-                done = subprocess.run([*baseline, command], capture_output=True, text=True)
-                theirs.append(time.perf_counter() - start)
-                assert done.returncode == 0, done.stderr
+            interleaved(lambda: succeeded(sandbox.execute(command)),
+                        lambda: subprocess.run([*baseline, command], capture_output=True, check=True), 3)  # warm both
+            ours, theirs = interleaved(lambda: succeeded(sandbox.execute(command)),
+                                       lambda: subprocess.run([*baseline, command], capture_output=True, check=True), count)
             ratio = statistics.median(ours) / statistics.median(theirs)
             print(f"per-command {command!r:34} ours {median_ms(ours):7.1f} ms   docker exec {median_ms(theirs):7.1f} ms"
                   f"   ratio {ratio:.3f}  (goal <= 0.5, n={count})")
@@ -83,15 +90,9 @@ def bench_bwrap_commands(repo: Path, count: int) -> None:
     with BwrapSandbox(repo, LIMITS) as sandbox:
         fresh = [*sandbox._argv(), "bash", "-c"]  # the same namespace, built anew for one command
         for command in ("true", "ls -la && git status --short"):
-            ours, theirs = [], []
-            for _ in range(count):
-                start = time.perf_counter()
-                result = sandbox.execute(command)
-                ours.append(time.perf_counter() - start)
-                assert result.returncode == 0, result.output
-                start = time.perf_counter()
-                subprocess.run([*fresh, command], capture_output=True, text=True, env=sandbox._env())
-                theirs.append(time.perf_counter() - start)
+            ours, theirs = interleaved(lambda: succeeded(sandbox.execute(command)),
+                                       lambda: subprocess.run([*fresh, command], capture_output=True, env=sandbox._env()),
+                                       count)
             ratio = statistics.median(ours) / statistics.median(theirs)
             print(f"bwrap per-command {command!r:28} ours {median_ms(ours):7.1f} ms   a bwrap per command "
                   f"{median_ms(theirs):7.1f} ms   ratio {ratio:.3f}  (n={count})")

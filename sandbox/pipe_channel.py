@@ -7,7 +7,7 @@ import select
 import subprocess
 import time
 
-from skillgraft.sandbox.server_channel import ServerGone
+from skillgraft.sandbox.server_channel import ServerGone, take_message
 
 
 class PipeChannel:
@@ -27,11 +27,9 @@ class PipeChannel:
     def receive(self, deadline: float) -> dict:
         """The next JSON line the server writes, waiting at most until deadline (time.monotonic)."""
         while True:
-            newline = self._buffer.find(b"\n")
-            if newline >= 0:
-                line = bytes(self._buffer[:newline])
-                del self._buffer[: newline + 1]
-                return json.loads(line)
+            message = take_message(self._buffer)
+            if message is not None:
+                return message
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ServerGone("the command server did not answer in time")

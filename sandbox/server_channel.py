@@ -21,6 +21,16 @@ class ServerGone(Exception):
     """The server closed its output, or did not answer before the deadline."""
 
 
+def take_message(buffer: bytearray) -> dict | None:
+    """The first whole JSON line in what the server wrote so far, removed from it; None until one is there."""
+    newline = buffer.find(b"\n")
+    if newline < 0:
+        return None
+    line = bytes(buffer[:newline])
+    del buffer[: newline + 1]
+    return json.loads(line)
+
+
 class ServerChannel:
     def __init__(self, attached):
         # docker-py hands back a SocketIO over the connection; its socket does the timed reads.
@@ -39,11 +49,9 @@ class ServerChannel:
     def receive(self, deadline: float) -> dict:
         """The next JSON line the server writes, waiting at most until deadline (time.monotonic)."""
         while True:
-            newline = self._stdout.find(b"\n")
-            if newline >= 0:
-                line = bytes(self._stdout[:newline])
-                del self._stdout[: newline + 1]
-                return json.loads(line)
+            message = take_message(self._stdout)
+            if message is not None:
+                return message
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ServerGone("the command server did not answer in time")

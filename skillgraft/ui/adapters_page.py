@@ -11,10 +11,10 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
 from skillgraft.skills.errors import NotFound, StoreError
-from skillgraft.skills.schema import Adapter, SkillVersion
+from skillgraft.skills.schema import Adapter, SkillVersion, saved_id
 from skillgraft.skills.store import Store
 from skillgraft.ui.charts import image, norms_figure
-from skillgraft.ui.render import page
+from skillgraft.ui.render import page, still_stored
 
 router = APIRouter()
 
@@ -22,13 +22,7 @@ router = APIRouter()
 def _skill_versions(store: Store, rows: list[Adapter]) -> dict[int, SkillVersion]:
     """The skill versions named by these adapters (compiled from, or folded in by an EMA step)."""
     wanted = {vid for r in rows for vid in (r.skill_version_id, (r.provenance or {}).get("skill_version_id")) if vid}
-    found = {}
-    for vid in wanted:
-        try:
-            found[vid] = store.version(vid)
-        except NotFound:
-            continue
-    return found
+    return {saved_id(v.id): v for v in still_stored(store.version, wanted)}
 
 
 @router.get("/adapters", response_class=HTMLResponse)
@@ -60,10 +54,7 @@ def _short(module: str) -> str:
 @router.get("/adapters/{adapter_id}", response_class=HTMLResponse)
 def adapter(request: Request, adapter_id: int) -> HTMLResponse:
     store: Store = request.app.state.store
-    try:
-        row = store.adapter(adapter_id)
-    except NotFound:
-        return page(request, "missing.html", status_code=404, what=f"no adapter with id {adapter_id}")
+    row = store.adapter(adapter_id)  # one it does not hold: the 404 page, by the app's NotFound handler
     norms: dict[str, float] = {}
     chart: Markup | None = None
     problem: str | None = None

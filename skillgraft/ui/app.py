@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
+from skillgraft.skills.errors import NotFound
 from skillgraft.skills.store import Store
 from skillgraft.ui import adapters_page, cycleqd_page, sessions_page, skills_page, trajectories_page
 from skillgraft.ui.auth import TokenGate
@@ -54,6 +55,10 @@ def build_app(store: Store, token: str | None = None) -> FastAPI:
     @app.exception_handler(404)
     def missing(request: Request, exc: Exception) -> HTMLResponse:
         return page(request, "missing.html", status_code=404, what=f"nothing at {request.url.path}")
+
+    @app.exception_handler(NotFound)
+    def not_in_store(request: Request, exc: Exception) -> HTMLResponse:
+        return page(request, "missing.html", status_code=404, what=str(exc))
 
     if token:
         app.add_middleware(TokenGate, token=token)

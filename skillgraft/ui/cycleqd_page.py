@@ -5,7 +5,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from skillgraft.evolve.cycleqd import archives_at, quality_range
-from skillgraft.skills.errors import NotFound
 from skillgraft.skills.store import Store
 from skillgraft.ui.charts import archive_svg
 from skillgraft.ui.render import page
@@ -22,10 +21,7 @@ def runs(request: Request) -> HTMLResponse:
 @router.get("/cycleqd/{run_id}", response_class=HTMLResponse)
 def run(request: Request, run_id: int, generation: int | None = None) -> HTMLResponse:
     store: Store = request.app.state.store
-    try:
-        row = store.qd_run(run_id)
-    except NotFound:
-        return page(request, "missing.html", status_code=404, what=f"no CycleQD run {run_id}")
+    row = store.qd_run(run_id)  # one it does not hold: the 404 page, by the app's NotFound handler
     state = dict(row.state or {})
     if "binning" not in state:  # killed before its starting checkpoints were scored
         return page(request, "cycleqd_run.html", row=row, state=state, maps=[], generation=None, counts={})

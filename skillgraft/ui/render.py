@@ -3,15 +3,19 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from skillgraft.skills.errors import NotFound
+
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 
 PAGE_SIZE = 50
+T = TypeVar("T")
 
 
 def _when(value: datetime | str | None) -> str:
@@ -32,6 +36,17 @@ templates.env.filters["pct"] = _pct
 
 def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     return templates.TemplateResponse(request, template, context, status_code=status_code)
+
+
+def still_stored(get: Callable[[int], T], ids: Iterable[Any]) -> list[T]:
+    """The rows a record names that the store still holds (a removed one is left out, not an error)."""
+    found = []
+    for row_id in ids:
+        try:
+            found.append(get(int(row_id)))
+        except NotFound:
+            continue
+    return found
 
 
 def pages(total: int, current: int, size: int = PAGE_SIZE) -> dict[str, int]:

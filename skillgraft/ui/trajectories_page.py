@@ -8,9 +8,8 @@ from fastapi.responses import HTMLResponse
 
 from skillgraft.agent.prompts import read_observation, split_reply
 from skillgraft.agent.trajectory import read_trajectory
-from skillgraft.skills.errors import NotFound
 from skillgraft.skills.store import Store
-from skillgraft.ui.render import PAGE_SIZE, page, pages
+from skillgraft.ui.render import PAGE_SIZE, page, pages, still_stored
 
 router = APIRouter()
 
@@ -56,27 +55,13 @@ def steps_of(messages: list[dict]) -> tuple[list[dict], list[Step]]:
 @router.get("/trajectories/{trajectory_id}", response_class=HTMLResponse)
 def trajectory(request: Request, trajectory_id: int) -> HTMLResponse:
     store: Store = request.app.state.store
-    try:
-        row = store.trajectory(trajectory_id)
-    except NotFound:
-        return page(request, "missing.html", status_code=404, what=f"no trajectory with id {trajectory_id}")
+    row = store.trajectory(trajectory_id)  # one it does not hold: the 404 page, by the app's NotFound handler
     try:
         data = read_trajectory(store.trajectory_path(row))
         problem = None
     except ValueError as exc:
         data, problem = {"info": {}, "messages": []}, str(exc)
     opening, steps = steps_of(data["messages"])
-    versions = []
-    for vid in row.skill_version_ids:
-        try:
-            versions.append(store.version(int(vid)))
-        except NotFound:
-            continue
-    adapters = []
-    for aid in row.adapter_ids:
-        try:
-            adapters.append(store.adapter(int(aid)))
-        except NotFound:
-            continue
     return page(request, "trajectory.html", row=row, info=data["info"], opening=opening, steps=steps, problem=problem,
-                versions=versions, adapters=adapters, taught=store.versions_from_trajectory(trajectory_id))
+                versions=still_stored(store.version, row.skill_version_ids),
+                adapters=still_stored(store.adapter, row.adapter_ids), taught=store.versions_from_trajectory(trajectory_id))
