@@ -14,18 +14,22 @@ from skillgraft.skills.errors import NotFound
 from skillgraft.skills.store import Store
 from skillgraft.ui import adapters_page, cycleqd_page, sessions_page, skills_page, trajectories_page
 from skillgraft.ui.auth import TokenGate
-from skillgraft.ui.render import page
+from skillgraft.ui.charts import image, norms_figure
+from skillgraft.ui.render import page, templates
 
 
 def _warm(store: Store, done: threading.Event) -> None:
-    """Loads what the first search and the first chart would otherwise wait for: the text encoder,
-    the skills' vectors, matplotlib and the adapter reader (torch)."""
+    """Loads what the first search and the first chart would otherwise wait for: the templates,
+    the text encoder, the skills' vectors, the adapter reader (torch), and matplotlib with its
+    fonts (one chart drawn)."""
     try:
+        for name in templates.env.list_templates():
+            templates.env.get_template(name)
         store.retriever.query_vector("warm up")
         store.retriever.refresh()
-        import matplotlib.pyplot  # noqa: F401
-
         import skillgraft.hypernet.peft_io  # noqa: F401
+
+        image(norms_figure({"warm-up": 1.0}, "warm-up"), "")
     except Exception:  # noqa: BLE001 - a page that needs what failed here reports it itself
         pass
     finally:
