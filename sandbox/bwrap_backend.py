@@ -46,8 +46,19 @@ def bwrap_binary() -> str:
 BOUNDED = "/sandbox"
 SERVER_DIR = "/run/skillgraft"
 SOURCE = f"{SERVER_DIR}/source"  # the host's repository, read-only, copied from at the start
+LEAD_INTO_BOUNDED = (("repo", WORKDIR), ("tmp", "/tmp"), ("home", "/home/agent"))  # folder in it, path seen
 START_TIMEOUT = 120.0
 BACKSTOP = 10.0  # beyond a command's own timeout, which the server enforces, before it counts as hung
+
+
+def _behind_links(path: str) -> str:
+    """Where a path inside the sandbox really lies when it passes through one of the links into
+    the bounded folder: bubblewrap resolves a link's target against the host while it builds the
+    sandbox, so a mount point must be named by its real place."""
+    for name, seen_at in LEAD_INTO_BOUNDED:
+        if path == seen_at or path.startswith(seen_at + "/"):
+            return f"{BOUNDED}/{name}{path[len(seen_at):]}"
+    return path
 
 
 class BwrapSandbox(TrackedSandbox):
@@ -124,14 +135,14 @@ class BwrapSandbox(TrackedSandbox):
         argv += ["--ro-bind", str(self.root / "passwd"), "/etc/passwd", "--ro-bind", str(self.root / "group"), "/etc/group"]
         # One bounded tmpfs holds all the sandbox may write; /repo, /tmp and the home folder lead into it.
         argv += ["--size", str(parse_bytes(self.limits.disk)), "--perms", "0755", "--tmpfs", BOUNDED]
-        for name, seen_at in (("repo", WORKDIR), ("tmp", "/tmp"), ("home", "/home/agent")):
+        for name, seen_at in LEAD_INTO_BOUNDED:
             argv += ["--dir", f"{BOUNDED}/{name}", "--symlink", f"{BOUNDED}/{name}", seen_at]
         # The interpreter running skillgraft may live under a hidden folder (pyenv under /root, a
         # project's venv under /tmp): it comes back read-only, mounted after the sandbox's own /tmp
         # and home so that neither covers it, and `python` and its packages work inside.
         for prefix in dict.fromkeys([sys.base_prefix, sys.prefix]):
             if any(prefix == hidden or prefix.startswith(hidden + "/") for hidden in HIDDEN):
-                argv += ["--ro-bind", prefix, prefix]
+                argv += ["--ro-bind", prefix, _behind_links(prefix)]
         argv += ["--ro-bind", str(self.repo), SOURCE, "--chdir", WORKDIR]
         argv += ["--unshare-user", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--hostname", "sandbox"]
         argv += ["--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
