@@ -197,3 +197,12 @@ def test_the_agent_cannot_kill_the_sandbox_from_inside(repo):
         sandbox.execute("echo kept > note.txt")
         sandbox.execute("kill -9 -1; pkill -9 -f exec_server; kill -9 1; kill -TERM 1")
         assert sandbox.execute("cat note.txt; ls").output.split() == ["kept", "calc.py", "note.txt", "test_calc.py"]
+
+
+def test_a_mount_point_under_a_link_into_the_bounded_folder_is_named_by_its_real_place():
+    from skillgraft.sandbox.bwrap_backend import _behind_links
+
+    assert _behind_links("/tmp/ci/.venv") == "/sandbox/tmp/ci/.venv"
+    assert _behind_links("/home/agent/.pyenv") == "/sandbox/home/.pyenv"
+    assert _behind_links("/root/.pyenv/versions/3.11") == "/root/.pyenv/versions/3.11"
+    assert _behind_links("/tmpfoo/x") == "/tmpfoo/x"
