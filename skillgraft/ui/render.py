@@ -1,9 +1,9 @@
 """Templates and the filters they share."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
-from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from fastapi import Request
