@@ -24,6 +24,7 @@ a task file would otherwise silently fall back to a default and waste a run.
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -162,19 +163,26 @@ def load_task(path: str | Path) -> Task:
     """Reads and validates one task file."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise TaskError(f"{path}: cannot read task file ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path}: not a UTF-8 text file (byte {exc.start} cannot be decoded); a task file is YAML") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise TaskError(f"{path}: not valid YAML: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise TaskError(f"{path}: not valid YAML{where}: {problem}") from None
     return Task.from_dict(data, source=str(path))
 
 
 _REQUIRED = ("id", "repo", "instruction", "test")
 _OPTIONAL = ("setup", "family", "tags", "limits", "network", "test_files")
 _LIMIT_TYPES = {"steps": int, "wall_time": float, "command_timeout": float, "cost": float}
+# The largest value each limit may take: a week of wall time, a day per command, 10,000 steps.
+_LIMIT_MAX = {"steps": 10_000, "wall_time": 7 * 86_400.0, "command_timeout": 86_400.0, "cost": 1e6}
 
 
 def _parse(d: Any, source: str) -> Task:
@@ -281,6 +289,8 @@ def _limits(value: Any, source: str) -> Limits:
         raw = value[key]
         if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (kind is int and not isinstance(raw, int)):
             raise TaskError(f"{source}: limits.{key} must be a {'whole ' if kind is int else ''}number")
+        if not math.isfinite(raw) or raw > _LIMIT_MAX[key]:
+            raise TaskError(f"{source}: limits.{key} must be a finite number no larger than {_LIMIT_MAX[key]:g} (got {raw!r})")
         if raw < 0 or (raw == 0 and key != "cost"):
             raise TaskError(f"{source}: limits.{key} must be positive")
         parsed[key] = kind(raw)

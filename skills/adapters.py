@@ -17,6 +17,7 @@ from sqlmodel import col, func, select
 
 from skillgraft.skills.db import retrying
 from skillgraft.skills.errors import NotFound, StaleVersion, StoreError
+from skillgraft.skills.adapter_files import check_adapter_files
 from skillgraft.skills.schema import Adapter, AdapterKind, SkillVersion
 from skillgraft.skills.versions import SkillVersions
 
@@ -52,6 +53,7 @@ class Adapters(SkillVersions):
         into the store). `name` defaults to the skill's name for a compiled skill, else to the kind.
         """
         kind = AdapterKind(kind).value
+        check_adapter_files(folder if isinstance(folder, Mapping) else Path(folder))
         if name is None:
             name = self.version(skill_version_id).skill_name if skill_version_id is not None else kind
         artifact = self.artifacts.put_files(folder) if isinstance(folder, Mapping) else self.artifacts.put_dir(Path(folder))
@@ -135,6 +137,7 @@ class Adapters(SkillVersions):
         Rank, alpha and target modules default to the folder's adapter_config.json, the base
         fingerprint to the parent's. Raises StaleVersion if another writer committed first.
         """
+        check_adapter_files(Path(folder))
         config = _peft_config(Path(folder))
         artifact = self.artifacts.put_dir(Path(folder))
         with self.db.write() as s:

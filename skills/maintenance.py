@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sqlmodel import select
 
+from skillgraft.skills.adapter_files import AdapterFormatError, check_adapter_files
 from skillgraft.skills.runs import Runs
 from skillgraft.skills.schema import Adapter, SkillVersion, Trajectory, saved_id
 
@@ -73,6 +74,11 @@ class Maintenance(Runs):
                     verified[h] = self.artifacts.verify(h)
                 if not verified[h]:
                     report.corrupt.append(MissingFile(table, row_id, h, "content does not match its hash"))
+                elif table == "adapter":
+                    try:  # whole files, but is it an adapter a model can load?
+                        check_adapter_files(self.artifacts.path(h))
+                    except AdapterFormatError as exc:
+                        report.corrupt.append(MissingFile(table, row_id, h, str(exc)))
         report.orphans = sorted(present - {h for _, _, h, _ in refs})
         report.leftovers = [left.path for left in self.artifacts.leftovers()]
         report.interrupted = [saved_id(row.id) for row in self.interrupted_sessions()]

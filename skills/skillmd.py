@@ -17,6 +17,9 @@ import yaml
 from skillgraft.skills.errors import Problem, SkillFormatError
 
 SKILL_FILE = "SKILL.md"
+# The Agent Skills guidance keeps SKILL.md under 500 lines and puts detail in references/; 64 KiB
+# is that at over 130 characters a line, and keeps a runaway file out of every prompt and index.
+MAX_SKILL_BYTES = 64 * 1024
 RESOURCE_DIRS = ("scripts", "references", "assets")
 ALLOWED_FIELDS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
 NAME_MAX, DESCRIPTION_MAX, COMPATIBILITY_MAX = 64, 1024, 500
@@ -158,9 +161,19 @@ def read_folder(folder: Path) -> SkillFolder:
     skill_md = folder / SKILL_FILE
     if not skill_md.is_file():
         raise SkillFormatError([Problem(str(skill_md), "file", f"missing: a skill folder must contain {SKILL_FILE}")])
+    links = _links_in(folder)
+    if links:
+        # A link could carry a file from anywhere on this machine into the store (and back out on
+        # export); the skill is refused, the rest of an import goes on.
+        raise SkillFormatError([Problem(str(link), "file", f"a symbolic link (to {os.readlink(link)}): links are not imported; "
+                                        "put the file itself in the skill folder") for link in links])
+    size = skill_md.stat().st_size
+    if size > MAX_SKILL_BYTES:
+        raise SkillFormatError([Problem(str(skill_md), "file", f"{size:,} bytes, over the limit of {MAX_SKILL_BYTES // 1024} KiB: "
+                                        "keep SKILL.md under 500 lines and move detail into references/")])
     doc = parse(skill_md.read_bytes(), str(skill_md), folder_name=os.path.basename(os.path.abspath(folder)))
     resources: dict[str, Path] = {}
-    for here, dirs, files in os.walk(folder, followlinks=True):
+    for here, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not _is_hidden_name(d))
         prefix = os.path.relpath(here, folder).replace(os.sep, "/")
         for name in sorted(files):
@@ -168,6 +181,14 @@ def read_folder(folder: Path) -> SkillFolder:
             if rel != SKILL_FILE and not _is_hidden_name(name):
                 resources[rel] = Path(here, name)
     return SkillFolder(path=folder, doc=doc, resources=dict(sorted(resources.items())))
+
+
+def _links_in(folder: Path) -> list[Path]:
+    """Every symbolic link in a skill folder, SKILL.md included, without following any."""
+    found = []
+    for here, dirs, files in os.walk(folder):
+        found += [Path(here, name) for name in sorted(dirs + files) if os.path.islink(os.path.join(here, name))]
+    return found
 
 
 def find_skill_folders(root: Path) -> list[Path]:

@@ -197,6 +197,8 @@ class SkillVersions(StorePart):
                 return skillmd.read_folder(folder)
             except SkillFormatError as exc:
                 return ImportReport(str(folder), folder.name, "error", error=str(exc))
+            except OSError as exc:  # unreadable, or gone while read: this skill only, the rest go in
+                return ImportReport(str(folder), folder.name, "error", error=f"{folder}: cannot read ({exc.strerror or exc})")
 
         folders = skillmd.find_skill_folders(Path(root))
         with ThreadPoolExecutor(max_workers=4 if batch > 1 else 1) as pool:

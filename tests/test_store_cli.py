@@ -33,7 +33,7 @@ def seeded(home: Path, tmp_path: Path) -> Store:
     write_skill(tree, "fix-imports", "Fix ImportError", "Use absolute imports.\n", {"scripts/check.sh": "echo ok\n"})
     write_skill(tree, "pin-deps", "Pin dependencies", "Pin every version.\n")
     write_skill(tree, "bad--name", "x", "y\n")
-    out = json.loads(run("skills", "import", str(tree), "--json", code=1))
+    out = json.loads(run("skills", "import", str(tree), "--json", code=2))
     assert {r["name"]: r["status"] for r in out} == {"fix-imports": "created", "pin-deps": "created", "bad--name": "error"}
     assert "consecutive hyphens" in next(r["error"] for r in out if r["name"] == "bad--name")
     return Store(f"sqlite:///{home / 'store.db'}", home / "artifacts")

@@ -102,10 +102,15 @@ class HFModel:
         from peft import PeftModel
 
         from skillgraft.hypernet.peft_io import BaseMismatchError, check_base
+        from skillgraft.skills.adapter_files import AdapterFormatError, check_adapter_files
 
         adapter_dir = Path(adapter_dir)
         if not (adapter_dir / "adapter_config.json").is_file():
             raise ModelError(f"{adapter_dir}: not a PEFT adapter folder (no adapter_config.json)")
+        try:
+            check_adapter_files(adapter_dir)  # before PEFT touches the base
+        except AdapterFormatError as exc:
+            raise ModelError(str(exc)) from None
         self.unload_adapter()
         self._cache = None
         try:

@@ -16,7 +16,8 @@ from skillgraft.sandbox.base import SandboxKind
 from skillgraft.settings import DEFAULT_MODEL
 
 EXIT_OK = 0
-HELP_MODEL = "hf:<folder>, a model folder name under HOME/models, or a litellm model string (default {}).".format(DEFAULT_MODEL)
+HELP_MODEL = ("hf:<folder>, a model folder name under HOME/models, replay:<replies.json> (scripted replies, in order), "
+              "or a litellm model string (default {}).").format(DEFAULT_MODEL)
 HELP_ROLE = "'offline' (no model needed) or a litellm model string for a chat model."
 
 

@@ -220,7 +220,8 @@ def import_(
 ) -> None:
     """Import skills; each is reported as created, updated (new version), unchanged or error.
 
-    Exit status 1 when any skill was refused; the others are imported regardless.
+    Exit status 2 when any skill was refused (bad format, a symbolic link, a SKILL.md over 64 KiB);
+    the others are imported regardless. A single refused folder is one error line.
     """
     if not path.exists():
         raise fail(f"{path} does not exist", code=2)
@@ -238,6 +239,8 @@ def import_(
         except (StoreError, OSError) as exc:
             raise fail(str(exc)) from exc
     errors = [r for r in reports if r.status == "error"]
+    if len(reports) == 1 and errors and not as_json:
+        raise fail(escape(errors[0].error or "refused"), code=2)
     if as_json:
         print(json.dumps([{"path": r.path, "name": r.name, "status": r.status,
                            "version": r.version.number if r.version else None, "error": r.error} for r in reports], indent=2))
@@ -251,7 +254,7 @@ def import_(
         counts = {s: sum(r.status == s for r in reports) for s in style}
         console.print(", ".join(f"{n} {s}" for s, n in counts.items() if n))
     if errors:
-        raise typer.Exit(1)
+        raise typer.Exit(2)
 
 
 @app.command()
