@@ -36,3 +36,24 @@ def write_skill(root: Path, name: str, description: str, body: str, files: dict[
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(content)
     return folder
+
+
+def lora_folder(folder: Path, seed: int, rank: int = 4, width: int = 16, modules: tuple[str, ...] = ("q_proj", "v_proj"),
+                **config: object) -> Path:
+    """A whole PEFT LoRA folder with random factors: what the store accepts as an adapter."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    g = torch.Generator().manual_seed(seed)
+    tensors = {}
+    for module in modules:
+        stem = f"base_model.model.model.layers.0.self_attn.{module}"
+        tensors[f"{stem}.lora_A.weight"] = torch.randn(rank, width, generator=g)
+        tensors[f"{stem}.lora_B.weight"] = torch.randn(width, rank, generator=g)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(folder / "adapter_model.safetensors"))
+    (folder / "adapter_config.json").write_text(json.dumps({"r": rank, "lora_alpha": 2 * rank, "target_modules": list(modules),
+                                                            "peft_type": "LORA", **config}))
+    return folder

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from skillgraft.skills import Store
-from store_fixtures import pg_url, postgres_server, store_url, write_skill  # noqa: F401
+from store_fixtures import lora_folder, pg_url, postgres_server, store_url, write_skill  # noqa: F401
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -91,11 +91,7 @@ def test_killed_tree_import_leaves_only_whole_skills(batch: int, tmp_path: Path)
 
 def big_adapter(tmp_path: Path) -> Path:
     """An adapter folder large enough that a write of it can be caught half done."""
-    adapter = tmp_path / "adapter"
-    adapter.mkdir()
-    (adapter / "adapter_config.json").write_text('{"r": 4}')
-    (adapter / "adapter_model.safetensors").write_bytes(os.urandom(3 << 20))
-    return adapter
+    return lora_folder(tmp_path / "adapter", int.from_bytes(os.urandom(4), "little"), width=3 << 17, modules=("q_proj",))
 
 
 SLOW_ADAPTER_WRITE = """
@@ -232,10 +228,7 @@ def test_racing_global_commits_form_one_chain(store_url: str, tmp_path: Path) ->
     artifacts, go, n = tmp_path / "artifacts", tmp_path / "go", 8
     folders = []
     for who in ("alpha", "beta"):
-        folder = tmp_path / who
-        folder.mkdir()
-        (folder / "adapter_config.json").write_text(f'{{"r": 4, "lora_alpha": 8, "target_modules": ["q_proj"], "who": "{who}"}}')
-        folders.append(folder)
+        folders.append(lora_folder(tmp_path / who, len(folders), modules=("q_proj",), who=who))
     with Store(store_url, artifacts) as store:
         store.commit_global(folders[0], None, {"method": "init"}, base_fingerprint="fp")
     writers = [spawn(COMMIT_GLOBAL, store_url, str(artifacts), str(f), str(go), str(n)) for f in folders]

@@ -10,15 +10,11 @@ from sqlmodel import select
 
 from skillgraft.skills import NotFound, Origin, SkillFormatError, StaleVersion, Store
 from skillgraft.skills.schema import Embedding, ImmutableRowError, SkillVersion
-from store_fixtures import pg_url, postgres_server, store, store_url, write_skill  # noqa: F401
+from store_fixtures import lora_folder, pg_url, postgres_server, store, store_url, write_skill  # noqa: F401
 
 
 def make_adapter(folder: Path, seed: int) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "adapter_config.json").write_text(json.dumps({"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"],
-                                                            "peft_type": "LORA"}))
-    (folder / "adapter_model.safetensors").write_bytes(np.random.default_rng(seed).bytes(4096))
-    return folder
+    return lora_folder(folder, seed)
 
 
 def test_skill_versions_keep_text_lineage_and_origin(store: Store) -> None:
