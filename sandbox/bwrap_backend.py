@@ -21,14 +21,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from skillgraft.sandbox.base import AGENT_ENV, WORKDIR, ExecResult, SandboxError, SandboxLimits, SandboxUnavailable, parse_bytes
 from skillgraft.sandbox.git_state import GIT_START
 from skillgraft.sandbox.lifecycle import TrackedSandbox, register
 from skillgraft.sandbox.pipe_channel import PipeChannel
-from skillgraft.sandbox.server_channel import ServerGone
+from skillgraft.sandbox.server_channel import ServerGone, command_result, exchange
 
 HIDDEN = ("/root", "/home", "/run", "/tmp")  # secrets, sockets and scratch of the host stay out
 SPECIAL = {"proc", "dev", "sys"}
@@ -106,10 +105,8 @@ class BwrapSandbox(TrackedSandbox):
             proc = subprocess.Popen(argv, env=self._env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
                                     start_new_session=True, preexec_fn=self._limit_memory)
         self._channel = PipeChannel(proc)
-        request_id = next(self._ids)
         try:
-            self._channel.send({"id": request_id, "op": "ping"})
-            reply = self._channel.receive(time.monotonic() + START_TIMEOUT)
+            reply = exchange(self._channel, {"id": next(self._ids), "op": "ping"}, START_TIMEOUT)
         except ServerGone as gone:
             detail = (self.root / "server.err").read_text(errors="replace").strip()[-1500:]
             raise SandboxUnavailable(
@@ -117,7 +114,7 @@ class BwrapSandbox(TrackedSandbox):
                 "  it needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or root;\n"
                 "  or use --sandbox docker"
             ) from gone
-        if reply.get("id") != request_id:
+        if "pong" not in reply:
             raise SandboxError(f"the command server in the sandbox answered {reply!r}")
 
     def _argv(self) -> list[str]:
@@ -175,22 +172,15 @@ class BwrapSandbox(TrackedSandbox):
     def _run(self, command: str, timeout: float, output_limit: int) -> ExecResult:
         if self._closed or self._channel is None:
             raise SandboxError("the sandbox is closed")
-        request_id = next(self._ids)
-        request = {"id": request_id, "command": command, "timeout": timeout, "output_limit": output_limit,
+        request = {"id": next(self._ids), "command": command, "timeout": timeout, "output_limit": output_limit,
                    "cwd": WORKDIR, "env": self._env(), "login": False}  # a login shell would reset PATH
         try:
-            self._channel.send(request)
-            reply = self._channel.receive(time.monotonic() + timeout + BACKSTOP)
-            while reply.get("id") != request_id and "error" not in reply:
-                reply = self._channel.receive(time.monotonic() + timeout + BACKSTOP)
+            reply = exchange(self._channel, request, timeout + BACKSTOP)
         except ServerGone as gone:
             # The repository lived in the namespace: with its server gone, the sandbox is gone.
             self.close()
             raise SandboxError(f"the sandbox's command server stopped: {gone}") from gone
-        if "error" in reply:
-            raise SandboxError(f"the command server rejected the request: {reply['error']}")
-        return ExecResult(output=reply["output"], returncode=reply["returncode"],
-                          timed_out=reply["timed_out"], elided=reply["elided"])
+        return command_result(reply)
 
     def _release(self) -> None:
         if self._channel is not None:

@@ -24,7 +24,7 @@ from skillgraft.sandbox.git_state import GIT_START
 from skillgraft.sandbox.image import IMAGE_TAG, engine, image_exists
 from skillgraft.sandbox.lifecycle import TrackedSandbox, owner_labels, register
 from skillgraft.sandbox.rootfs import AGENT_UID
-from skillgraft.sandbox.server_channel import ServerChannel, ServerGone
+from skillgraft.sandbox.server_channel import ServerChannel, ServerGone, command_result, exchange
 
 SERVER_SOURCE = Path(__file__).with_name("exec_server.py").read_bytes()
 SERVER_PATH = "opt/skillgraft/exec_server.py"  # root-owned in the container: the agent cannot alter it
@@ -159,13 +159,11 @@ class DockerSandbox(TrackedSandbox):
         return channel
 
     def _ping(self, channel: ServerChannel) -> None:
-        request_id = next(self._ids)
-        channel.send({"id": request_id, "op": "ping"})
         try:
-            reply = channel.receive(time.monotonic() + 30)
+            reply = exchange(channel, {"id": next(self._ids), "op": "ping"}, 30)
         except ServerGone as gone:
             raise SandboxError(f"the command server in the sandbox did not start: {gone}") from gone
-        if reply.get("id") != request_id:
+        if "pong" not in reply:
             raise SandboxError(f"the command server in the sandbox answered {reply!r}")
 
     def _live_container(self) -> Container:
@@ -190,18 +188,11 @@ class DockerSandbox(TrackedSandbox):
         with self._lock:
             self._settle()
             try:
-                request_id = next(self._ids)
-                self._channel.send(self._message(request_id, {"command": command, "timeout": timeout,
-                                                              "output_limit": output_limit}))
-                reply = self._channel.receive(time.monotonic() + timeout + self.backstop)
-                while reply.get("id") != request_id and "error" not in reply:
-                    reply = self._channel.receive(time.monotonic() + timeout + self.backstop)  # a stale answer
+                message = self._message(next(self._ids), {"command": command, "timeout": timeout, "output_limit": output_limit})
+                reply = exchange(self._channel, message, timeout + self.backstop)
             except ServerGone as gone:
                 return self._recover(str(gone))
-        if "error" in reply:
-            raise SandboxError(f"the command server rejected the request: {reply['error']}")
-        return ExecResult(output=reply["output"], returncode=reply["returncode"],
-                          timed_out=reply["timed_out"], elided=reply["elided"])
+        return command_result(reply)
 
     def _recover(self, why: str) -> ExecResult:
         """The server died or hung: kill what the agent left running and start a fresh server."""

@@ -11,6 +11,9 @@ import logging
 import socket
 import struct
 import time
+from typing import Protocol
+
+from skillgraft.sandbox.base import ExecResult, SandboxError
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,29 @@ def take_message(buffer: bytearray) -> dict | None:
     line = bytes(buffer[:newline])
     del buffer[: newline + 1]
     return json.loads(line)
+
+
+class Channel(Protocol):
+    def send(self, message: dict) -> None: ...
+    def receive(self, deadline: float) -> dict: ...
+
+
+def exchange(channel: Channel, message: dict, wait_s: float) -> dict:
+    """Sends one request and returns the server's answer to it; a late answer to an earlier,
+    abandoned request is skipped. ServerGone if none comes within wait_s."""
+    channel.send(message)
+    reply = channel.receive(time.monotonic() + wait_s)
+    while reply.get("id") != message["id"] and "error" not in reply:
+        reply = channel.receive(time.monotonic() + wait_s)
+    return reply
+
+
+def command_result(reply: dict) -> ExecResult:
+    """A command's answer as the sandbox protocol returns it; a refused request is a SandboxError."""
+    if "error" in reply:
+        raise SandboxError(f"the command server rejected the request: {reply['error']}")
+    return ExecResult(output=reply["output"], returncode=reply["returncode"], timed_out=reply["timed_out"],
+                      elided=reply["elided"])
 
 
 class ServerChannel:

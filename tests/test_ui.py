@@ -18,7 +18,7 @@ from skillgraft.agent.prompts import assistant_reply
 from skillgraft.cli import app
 from skillgraft.skills.store import Store
 from skillgraft.ui.serve import serving
-from ui_support import browser
+from ui_support import browser, follow
 
 pytestmark = [pytest.mark.docker, pytest.mark.browser]
 
@@ -138,15 +138,15 @@ def test_skills_list_search_lineage_and_diff(filled, site, driver, tmp_path):
     box = driver.find_element(By.ID, "search")
     box.clear()
     box.send_keys(query)
-    driver.find_element(By.ID, "search-go").click()
+    follow(driver, driver.find_element(By.ID, "search-go"))
     assert texts(driver, "a.skill-link") == [h.skill_name for h in filled.search(query, k=50)]
 
-    driver.find_element(By.LINK_TEXT, "fix-off-by-one-recipe").click()
+    follow(driver, driver.find_element(By.LINK_TEXT, "fix-off-by-one-recipe"))
     versions = filled.versions("fix-off-by-one-recipe")
     assert len(driver.find_elements(By.CSS_SELECTOR, "svg.lineage a.node")) == len(versions) >= 2
     Select(driver.find_element(By.ID, "diff-a")).select_by_visible_text("v1")
     Select(driver.find_element(By.ID, "diff-b")).select_by_visible_text(f"v{versions[-1].number}")
-    driver.find_element(By.ID, "diff-go").click()
+    follow(driver, driver.find_element(By.ID, "diff-go"))
     added = driver.find_elements(By.CSS_SELECTOR, "#diff table.diff .diff_add")
     assert any(ADDED_LINE in e.text for e in added)
     shoot(driver, "skill", tmp_path)
@@ -163,7 +163,7 @@ def test_a_learned_skill_links_to_the_run_that_taught_it_and_its_adapter(filled,
     version = learned[0]
     driver.get(site + f"/skills/{version.skill_name}")
     article = driver.find_element(By.ID, f"v{version.number}")
-    article.find_element(By.CSS_SELECTOR, "a.taught-by").click()
+    follow(driver, article.find_element(By.CSS_SELECTOR, "a.taught-by"))
     assert driver.current_url.endswith(f"/trajectories/{version.trajectory_id}")
     assert f"{version.skill_name}@v{version.number}" in driver.find_element(By.ID, "had").text
 
@@ -187,7 +187,7 @@ def test_global_adapter_history_provenance_and_norms(filled, site, driver, tmp_p
     assert ema.provenance["method"] == "ema"
     sv = filled.version(ema.provenance["skill_version_id"])
     assert f"{sv.skill_name}@v{sv.number}" in rows[-1].text and f"{ema.provenance['alpha']:.3f}" in rows[-1].text
-    rows[-1].find_element(By.CSS_SELECTOR, "a.adapter-link").click()
+    follow(driver, rows[-1].find_element(By.CSS_SELECTOR, "a.adapter-link"))
     assert driver.find_element(By.CSS_SELECTOR, "#norms img.chart").get_attribute("src").startswith("data:image/svg+xml")
     delta, _ = load_adapter(filled.adapter_path(ema.id))
     assert len(driver.find_elements(By.CSS_SELECTOR, "#norms + details tr")) == len(delta)
@@ -202,7 +202,7 @@ def test_runs_listed_and_one_run_step_by_step(filled, site, driver, tmp_path):
     rows = filled.trajectories(limit=50)
     assert texts(driver, "a.run-link") == [str(r.id) for r in rows]
     replay = next(r for r in rows if r.task_id == "make-three")
-    driver.find_element(By.LINK_TEXT, str(replay.id)).click()
+    follow(driver, driver.find_element(By.LINK_TEXT, str(replay.id)))
     document = json.loads(filled.trajectory_path(replay).read_text())
     replies = [m for m in document["messages"] if m["role"] == "assistant"]
     steps = driver.find_elements(By.CSS_SELECTOR, "#steps li.step")
@@ -242,10 +242,10 @@ def test_cycleqd_archives_per_generation_and_the_final_merge(filled, site, drive
 
     run = filled.qd_runs()[-1]
     driver.get(site + "/cycleqd")
-    driver.find_element(By.CSS_SELECTOR, f"a.qd-link[href='/cycleqd/{run.id}']").click()
+    follow(driver, driver.find_element(By.CSS_SELECTOR, f"a.qd-link[href='/cycleqd/{run.id}']"))
     for generation in (run.generation, 0):
         if generation != run.generation:
-            driver.find_element(By.CSS_SELECTOR, "#generations").find_element(By.LINK_TEXT, str(generation)).click()
+            follow(driver, driver.find_element(By.CSS_SELECTOR, "#generations").find_element(By.LINK_TEXT, str(generation)))
         assert driver.find_element(By.CSS_SELECTOR, "#generations b.current").text == str(generation)
         archives = archives_at(run.state, generation)
         maps = driver.find_elements(By.CSS_SELECTOR, "#heatmaps figure")

@@ -20,3 +20,15 @@ def browser() -> Iterator:
         yield driver
     finally:
         driver.quit()
+
+
+def follow(driver, element) -> None:
+    """Clicks a link or submit button and waits until the page it leads to has replaced this one,
+    so nothing is read from the page being left."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    leaving = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(leaving))

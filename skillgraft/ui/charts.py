@@ -12,7 +12,6 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from skillgraft.evolve.cycleqd import Archive
-
     from skillgraft.skills.schema import SkillVersion
 
 
@@ -95,7 +94,10 @@ def archive_svg(archive: "Archive", vmin: float, vmax: float, size: int = 300) -
 
     from skillgraft.evolve.cycleqd import shown_elites
 
-    colour = colormaps["viridis"]
+    def colour(at: float) -> str:
+        r, g, b, _ = colormaps["viridis"](at)
+        return f"rgb({r * 255:.0f},{g * 255:.0f},{b * 255:.0f})"
+
     coords = archive.coordinate_tasks
     bins = archive.binning.bins
     rows = bins if len(coords) >= 2 else 1
@@ -108,14 +110,13 @@ def archive_svg(archive: "Archive", vmin: float, vmax: float, size: int = 300) -
              f'<rect x="{pad_left}" y="4" width="{size}" height="{rows * side:.1f}" fill="#f3f4f7" stroke="#999"/>']
     span = (vmax - vmin) or 1.0
     for (x, y), elite in sorted(shown.items()):
-        q = archive.quality(elite)
-        r, g, b, _ = colour((q - vmin) / span)
+        fill = colour((archive.quality(elite) - vmin) / span)
         scores = ", ".join(f"{t} {s:.3f}" for t, s in sorted(elite.scores.items()))
         top = 4 + (rows - 1 - y) * side
         adapter = escape(str(elite.adapter_id))
         parts.append(f'<a href="/adapters/{adapter}" class="cell"><title>adapter {adapter}: {escape(scores)}</title>'
                      f'<rect x="{pad_left + x * side:.1f}" y="{top:.1f}" width="{side:.1f}" height="{side:.1f}" '
-                     f'fill="rgb({r * 255:.0f},{g * 255:.0f},{b * 255:.0f})"/></a>')
+                     f'fill="{fill}"/></a>')
     base = 4 + rows * side
     if coords:
         lo, hi = archive.binning.ranges[coords[0]]
@@ -130,9 +131,8 @@ def archive_svg(archive: "Archive", vmin: float, vmax: float, size: int = 300) -
                      f'{escape(coords[1])} score</text>')
     steps = 24
     for i in range(steps):
-        r, g, b, _ = colour(1 - i / (steps - 1))
         parts.append(f'<rect x="{pad_left + size + 12}" y="{4 + i * (rows * side) / steps:.1f}" width="12" '
-                     f'height="{rows * side / steps + 0.5:.1f}" fill="rgb({r * 255:.0f},{g * 255:.0f},{b * 255:.0f})"/>')
+                     f'height="{rows * side / steps + 0.5:.1f}" fill="{colour(1 - i / (steps - 1))}"/>')
     parts.append(f'<text x="{pad_left + size + 27}" y="14" class="tick">{vmax:.2f}</text>'
                  f'<text x="{pad_left + size + 27}" y="{base:.0f}" class="tick">{vmin:.2f}</text></svg>')
     return Markup("".join(parts))

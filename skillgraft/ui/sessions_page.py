@@ -33,9 +33,8 @@ def learning_curves(sessions: list[Session]) -> dict[str, list[SessionPoint]]:
 
 # Drawn again only when a session's count changes: a chart costs more than the rest of the page.
 @lru_cache(maxsize=32)
-def _chart(counts: tuple[tuple[str, tuple[tuple[int, int], ...]], ...]) -> Markup:
-    curves = {label: [SessionPoint(i + 1, s, e) for i, (s, e) in enumerate(points)] for label, points in counts}
-    return image(curves_figure(curves, "success per learning session"), "success per learning session")
+def _chart(curves: tuple[tuple[str, tuple[SessionPoint, ...]], ...]) -> Markup:
+    return image(curves_figure(dict(curves), "success per learning session"), "success per learning session")
 
 
 @router.get("/sessions", response_class=HTMLResponse)
@@ -43,6 +42,5 @@ def sessions(request: Request) -> HTMLResponse:
     store: Store = request.app.state.store
     rows = store.sessions()
     curves = learning_curves(rows)
-    counts = tuple((label, tuple((p.successes, p.episodes) for p in points)) for label, points in curves.items())
-    chart = _chart(counts) if curves else None
+    chart = _chart(tuple((label, tuple(points)) for label, points in curves.items())) if curves else None
     return page(request, "sessions.html", rows=list(reversed(rows)), chart=chart, curves=curves)
