@@ -14,7 +14,9 @@ import argparse
 import json
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import Progress
@@ -38,6 +40,8 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=128,
                     help="reply budget per turn (the expert's longest reply is under 80 tokens)")
     ap.add_argument("--out", type=Path, default=None, help="also write the cells and every episode as JSON lines here")
+    ap.add_argument("--ray", default=None, help="run the model rows' episodes on this Ray cluster (auto, local or "
+                    "host:port), --workers actors per model; the expert's run here")
     args = ap.parse_args()
 
     from skillgraft.agent.models.bases import ensure_base
@@ -58,22 +62,32 @@ def main() -> None:
         hypernet = args.hypernet or ensure_hypernet(models_dir)
         compiler = world_compiler(hypernet, policy)
 
-    def hf(folder: Path):
-        return ThreadModels(lambda: make_model(f"hf:{folder}", max_new_tokens=args.max_new_tokens))
+    runners: dict[Path, Any] = {}  # on a cluster: one set of workers per model folder
 
-    plan = {"expert": (ExpertModel, "none"), "base": (hf(ensure_base(BASE, models_dir)), "none")}
-    for cond in ("none", "context", "parametric", "both"):
-        plan[cond] = (hf(policy), cond)
+    def hf(folder: Path):
+        make = partial(make_model, f"hf:{folder}", max_new_tokens=args.max_new_tokens)
+        if args.ray and folder not in runners:
+            from skillgraft.agent.cluster import RayEpisodes, connect
+
+            connect(args.ray)
+            runners[folder] = RayEpisodes(make, args.workers)
+        return ThreadModels(make), runners.get(folder)
+
+    plan = {"expert": ((ExpertModel, None), "none")}
+    for row, cond in (("base", "none"), ("none", "none"), ("context", "context"), ("parametric", "parametric"),
+                      ("both", "both")):
+        if row in rows:
+            plan[row] = (hf(ensure_base(BASE, models_dir) if row == "base" else policy), cond)
     table: dict[tuple[str, str], object] = {}
     for row in rows:
-        factory, cond = plan[row]
+        (factory, runner), cond = plan[row]
         for group in args.groups.split(","):
             fams = GROUPS[group]
             started = time.monotonic()
             with Progress(console=console, transient=True) as bar:
                 job = bar.add_task(f"{row} · {group}", total=args.episodes * len(fams))
                 results = run_eval(factory, cond, fams, args.episodes, workers=args.workers, compiler=compiler,
-                                   on_result=lambda _r: bar.advance(job))
+                                   on_result=lambda _r: bar.advance(job), runner=runner)
             cell = [c for c in cells(results, "group") if c.name == group][0]
             table[(row, group)] = cell
             lo, hi = cell.interval

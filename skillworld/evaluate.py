@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import random
 import tempfile
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from skillgraft.agent.episodes import EpisodeJob, EpisodeRunner, ThreadModels  # noqa: F401  (ThreadModels: the factory callers pass)
 from skillgraft.agent.loadout import NOTHING, GivenSkill, Loadout, make_loadout
 from skillgraft.agent.models.base import Model
 from skillgraft.agent.seams import SkillCompiler
@@ -66,11 +66,13 @@ def episode_loadout(model: Model, skill: library.WorldSkill, condition: str, com
 def run_eval(model_factory: Callable[[WorldTask], Model], condition: str, families: Sequence[str], episodes: int,
              *, workers: int = 2, compiler: SkillCompiler | None = None,
              sandbox: str = "docker", first_seed: int = HELDOUT_START,
-             on_result: Callable[[EpisodeResult], None] | None = None) -> list[EpisodeResult]:
+             on_result: Callable[[EpisodeResult], None] | None = None,
+             runner: EpisodeRunner | None = None) -> list[EpisodeResult]:
     """Runs `episodes` held-out episodes of each family under one condition.
 
     model_factory(task) gives the model for an episode (it may hand back one cached per thread).
-    Each paraphrase is compiled once per run of the evaluation, into a folder kept for it.
+    Each paraphrase is compiled once per run of the evaluation, into a folder kept for it. With a
+    runner (a Ray cluster's, say), the loadouts are made here and the episodes run on its workers.
     """
     from skillgraft.agent.runner import run_task
 
@@ -89,6 +91,18 @@ def run_eval(model_factory: Callable[[WorldTask], Model], condition: str, famili
 
     jobs = [(f, first_seed + i) for i in range(episodes) for f in families]
     out: list[EpisodeResult] = []
+    if runner is not None:
+        runs = []
+        for family, seed in jobs:
+            wt = generate(family, seed)
+            loadout = episode_loadout(model_factory(wt), episode_skill(family, seed), condition, compiler, cache)
+            runs.append(EpisodeJob(wt.task(), loadout, tag=(family, seed)))
+        for job, result in runner.run_all(runs):
+            res = EpisodeResult(*job.tag, condition, result.success, result.steps, result.exit_status)
+            out.append(res)
+            if on_result:
+                on_result(res)
+        return sorted(out, key=lambda r: (r.family, r.seed))
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futures = [pool.submit(one, f, s) for f, s in jobs]
         for fut in as_completed(futures):
@@ -108,16 +122,3 @@ def cells(results: Sequence[EpisodeResult], by: str = "group") -> list[Cell]:
             keyed.setdefault((name, r.condition), []).append(r)
     return [Cell(name, cond, sum(r.success for r in rs), len(rs), sum(r.steps for r in rs) / len(rs))
             for (name, cond), rs in sorted(keyed.items())]
-
-
-class ThreadModels:
-    """One model per worker thread: an adapter is activated on a model for one episode at a time."""
-
-    def __init__(self, make: Callable[[], object]):
-        self.make = make
-        self.local = threading.local()
-
-    def __call__(self, _task: WorldTask) -> object:
-        if not hasattr(self.local, "model"):
-            self.local.model = self.make()
-        return self.local.model

@@ -16,6 +16,7 @@ from typing import Any, Callable, ClassVar, Mapping, Protocol, Sequence
 import numpy as np
 import torch
 
+from skillgraft.agent.episodes import EpisodeJob, EpisodeRunner
 from skillgraft.agent.loadout import Loadout, SkillMode, make_loadout
 from skillgraft.evolve.cycleqd.candidate import Candidate
 from skillgraft.hypernet.lora import LoraDelta, LowRank
@@ -149,6 +150,7 @@ class AgentEvaluator:
     image: str | None = None
     metric: str = "success"
     run: Callable[..., Any] | None = None  # agent.runner.run_task unless given
+    episodes: EpisodeRunner | None = None  # runs the episodes (on a Ray cluster, say) instead of this process's threads
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False)
     _pool: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
 
@@ -178,11 +180,20 @@ class AgentEvaluator:
         run = self.run or run_task
         model = self._model()
         result = run(task, model, sandbox=self.sandbox, loadout=self.loadout(model, candidate), image=self.image)
+        return self._value(result)
+
+    def _value(self, result: Any) -> float:
         return float(result.success) if self.metric == "success" else float(result.reward)
 
     def evaluate(self, requests: Sequence[Request]) -> list[float]:
         jobs = [(i, candidate, task) for i, (candidate, name) in enumerate(requests) for task in self.task_sets[name]]
         totals = np.zeros(len(requests))
+        if self.episodes is not None:
+            model = self._model()  # only to build the loadouts; the runner's workers hold their own
+            runs = [EpisodeJob(task, self.loadout(model, candidate), tag=i) for i, candidate, task in jobs]
+            for job, result in self.episodes.run_all(runs):
+                totals[job.tag] += self._value(result)
+            return [float(totals[i] / len(self.task_sets[name])) for i, (_, name) in enumerate(requests)]
         if self._pool is None:
             # Kept across calls: each worker thread keeps its model, built once per search.
             self._pool = ThreadPoolExecutor(max_workers=max(1, self.workers), thread_name_prefix="cycleqd-eval")

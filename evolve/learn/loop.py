@@ -12,9 +12,10 @@ same time) carries on from the latest global adapter and skill versions.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from skillgraft.agent.episodes import EpisodeJob, EpisodeRunner
 from skillgraft.agent.loadout import SKILL_MODES, GivenSkill, Loadout, SkillMode, make_loadout
 from skillgraft.agent.models.base import AdapterModel, Model
 from skillgraft.agent.seams import SkillCompiler
@@ -94,16 +95,20 @@ class SessionReport:
 class Learner:
     def __init__(self, store: Store, model: Model, compiler: SkillCompiler | None, summariser: Summariser,
                  config: LearnConfig, workdir: Path, *, validation: Sequence[Task] = (), refiner: Refiner | None = None,
-                 periodic: Callable[["Learner", int], str | None] | None = None):
+                 periodic: Callable[["Learner", int], str | None] | None = None,
+                 episodes: EpisodeRunner | None = None):
         """`compiler` may be None (a model without adapters: skills in context only); `refiner` is
         a refine.Refiner used on weak skills; `periodic(learner, session_number)` runs after a
-        session (CycleQD) and returns a note."""
+        session (CycleQD) and returns a note. `episodes` runs a session's tasks `episodes.workers`
+        at a time (on a Ray cluster, say): each wave gets what was learned before it, and its
+        results are recorded and learned from in task order; without it, one task after another."""
         self.store, self.model, self.compiler = store, model, compiler
         self.summariser, self.config = summariser, config
         self.workdir = Path(workdir)
         self.validation = list(validation)
         self.refiner = refiner
         self.periodic = periodic
+        self.episodes = episodes
         self._current_scores: dict[tuple, float] = {}  # validation score of a skill's current text (gate)
         self.parametric = compiler is not None and isinstance(model, AdapterModel)
         if config.skill_mode != "context" and not self.parametric:
@@ -123,11 +128,14 @@ class Learner:
         number = 1 + sum(1 for s in self.store.sessions(kind="learn")
                          if saved_id(s.id) < session_id and (s.config or {}).get("learning") == self.config.learning)
         report = SessionReport(session_id, number, self._finished(session_id, tasks))
-        for task in tasks[len(report.outcomes):]:
-            outcome = self.run_one(task, session_id)
-            report.outcomes.append(outcome)
-            if on_outcome is not None:
-                on_outcome(outcome)
+        left = list(tasks[len(report.outcomes):])
+        wave = self.episodes.workers if self.episodes is not None else 1
+        while left:
+            batch, left = left[:wave], left[wave:]
+            for outcome in self._run_wave(batch, session_id):
+                report.outcomes.append(outcome)
+                if on_outcome is not None:
+                    on_outcome(outcome)
         if self.config.learning:
             report.notes += self._refine_weak(report, tasks, session_id)
             if self.periodic is not None and self.config.cycleqd_every and number % self.config.cycleqd_every == 0:
@@ -160,13 +168,36 @@ class Learner:
                             compiler=self.compiler, use_global=self.parametric and self.config.use_global,
                             global_name=self.config.ema.name, cache=self.workdir)
 
-    def run_one(self, task: Task, session_id: int) -> TaskOutcome:
+    def job_for(self, task: Task, session_id: int) -> EpisodeJob:
+        """A run of `task` with what has been learned so far, its trajectory in the session's folder."""
         loadout = self.loadout_for(task)
         path = self.workdir / "trajectories" / f"session-{session_id}" / f"{task.id}.json"
-        result = run_task(task, self.model, sandbox=self.config.sandbox, loadout=loadout, trajectory_path=path,
-                          image=self.config.image,
-                          info={"session_id": session_id, "skill_versions": loadout.version_ids,
-                                "adapter_ids": loadout.adapter_ids})
+        return EpisodeJob(task, loadout, path, {"session_id": session_id, "skill_versions": loadout.version_ids,
+                                                "adapter_ids": loadout.adapter_ids})
+
+    def run_one(self, task: Task, session_id: int) -> TaskOutcome:
+        job = self.job_for(task, session_id)
+        result = run_task(task, self.model, sandbox=self.config.sandbox, loadout=job.loadout,
+                          trajectory_path=job.trajectory_path, image=self.config.image, info=job.info)
+        return self.record(job, result, session_id)
+
+    def _run_wave(self, tasks: Sequence[Task], session_id: int) -> list[TaskOutcome]:
+        if self.episodes is None:
+            return [self.run_one(task, session_id) for task in tasks]
+        jobs: list[EpisodeJob] = []
+        for i, task in enumerate(tasks):
+            job = self.job_for(task, session_id)
+            if job.trajectory_path is not None and any(j.trajectory_path == job.trajectory_path for j in jobs):
+                job = replace(job, trajectory_path=job.trajectory_path.with_suffix(f".{i}.json"))  # a task twice in a wave
+            jobs.append(job)
+        results = {id(job): result for job, result in self.episodes.run_all(jobs)}
+        # Recorded in task order, so a session cut short keeps a prefix of its tasks and resumes after it.
+        return [self.record(job, results[id(job)], session_id) for job in jobs]
+
+    def record(self, job: EpisodeJob, result: RunResult, session_id: int) -> TaskOutcome:
+        """Stores the run, and learns from it when it succeeded."""
+        task, loadout, path = job.task, job.loadout, job.trajectory_path
+        assert path is not None  # job_for always names one
         trajectory = self.store.add_trajectory(
             path, task.id, task.family, result.exit_status, result.reward, result.cost, result.steps,
             result.timings, loadout.version_ids, loadout.adapter_ids, session_id=session_id, model=self.model.name,

@@ -36,8 +36,9 @@ def cycleqd_every(validation: Sequence[Task], model_factory: Callable[[], Model]
                 break
         if not checkpoints:
             return "CycleQD skipped: no global adapter yet"
+        # The learner's own runner (a Ray cluster's, say) scores the candidates where it runs the sessions.
         evaluator = AgentEvaluator(task_sets=dict(groups), model_factory=model_factory, sandbox=sandbox, image=image,
-                                   workers=1)
+                                   workers=1, episodes=learner.episodes)
         try:
             config = CycleQDConfig(generations=generations, seed=seed + session_number, rank=learner.config.ema.rank)
             result = run_cycleqd(learner.store, checkpoints, sorted(groups), evaluator, config)

@@ -19,6 +19,8 @@ err_console = Console(stderr=True)
 HomeOption = typer.Option(None, "--home", help="Folder holding all state (default $SKILLGRAFT_HOME, else ~/.skillgraft).")
 StoreOption = typer.Option(None, "--store", help="SQLAlchemy URL of the store (default $SKILLGRAFT_STORE, else a SQLite file in the home folder).")
 JsonOption = typer.Option(False, "--json", help="Print JSON for scripts instead of tables.")
+RayOption = typer.Option(None, "--ray", metavar="auto|local|ADDRESS", help="Run the episodes on a Ray cluster: auto (the one this machine joined with `ray start`, or $RAY_ADDRESS), local (one started for this command), or the head's host:port. Each worker loads the model once; a cluster of several nodes needs a PostgreSQL --store.")
+RetriesOption = typer.Option(2, "--retries", min=0, help="With --ray: how many more times an episode runs when its worker dies mid-episode.")
 SandboxOption = typer.Option(SandboxKind.docker, "--sandbox", help="Where the agent's commands run: a Docker container or a bubblewrap jail.")
 
 

@@ -9,7 +9,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from skillgraft.commands.common import HomeOption, JsonOption, SandboxOption, StoreOption, console, job_exits, settings_from
+from skillgraft.commands.common import (HomeOption, JsonOption, RayOption, RetriesOption, SandboxOption, StoreOption, console,
+                                       job_exits, settings_from)
 from skillgraft.sandbox.base import SandboxKind
 from skillgraft.settings import DEFAULT_MODEL
 
@@ -41,7 +42,9 @@ def cycleqd(
     resume: Optional[int] = typer.Option(None, "--resume", help="Continue the stored run with this id (its tasks and checkpoints are reused)."),
     model: str = typer.Option(DEFAULT_MODEL, "--model", "-m", help="Policy model that runs with each adapter (hf:<path> or a model folder name)."),
     sandbox: SandboxKind = SandboxOption,
-    workers: int = typer.Option(2, "--workers", min=1, help="Evaluation episodes run in parallel."),
+    workers: int = typer.Option(2, "--workers", min=1, help="Evaluation episodes run in parallel (with --ray: workers on the cluster)."),
+    ray: Optional[str] = RayOption,
+    retries: int = RetriesOption,
     image: Optional[str] = typer.Option(None, "--image", help="Sandbox image (default: the backend's)."),
     merge: bool = typer.Option(True, "--merge/--no-merge", help="Build the final merge of each archive's best elite."),
     promote: bool = typer.Option(True, "--promote/--no-promote", help="Commit the merge as the global adapter when it beats the current one on validation."),
@@ -58,13 +61,13 @@ def cycleqd(
     settings = settings_from(home, store_url)
     # Compared by name: typer may bring its own copy of click's ParameterSource enum.
     typed = frozenset(o for o in SEARCH_OPTIONS if getattr(ctx.get_parameter_source(o), "name", None) == "COMMANDLINE")
-    with job_exits(), Progress(TextColumn("[bold]CycleQD"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    with job_exits(), Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                console=console, transient=True, disable=as_json) as progress:
         config = search_config(generations=generations, children_per_generation=children, seed=seed, bins=bins, rank=rank,
                                sampling=sampling, mutation=mutation, crossover_granularity=crossover, fixed_quality=fixed_quality)
         options = CycleQDOptions(config, tasks, validation, population, resume, typed, model, sandbox, workers, image,
-                                 merge, promote, heatmaps)
-        bar = progress.add_task("generations", total=generations + 1)
+                                 merge, promote, heatmaps, ray=ray, retries=retries)
+        bar = progress.add_task("CycleQD", total=generations + 1)
 
         headed: list[bool] = []
 
@@ -78,7 +81,8 @@ def cycleqd(
                                                               *[f"best {t}" for t in names]]) + "[/]")
             progress.console.print(" | ".join(_row_cells(stats, names)))
 
-        outcome = run_search(settings, options, on_generation)
+        outcome = run_search(settings, options, on_generation,
+                             on_cluster=lambda tally: progress.update(bar, description=f"CycleQD · {tally.describe()}"))
     result, folder = outcome.result, outcome.folder
     if as_json:
         print(json.dumps({"run_id": result.run_id, "generations": [s.to_dict() for s in result.history],

@@ -11,7 +11,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from skillgraft.commands.common import HomeOption, JsonOption, SandboxOption, StoreOption, console, job_exits, settings_from
+from skillgraft.commands.common import (HomeOption, JsonOption, RayOption, RetriesOption, SandboxOption, StoreOption, console,
+                                       job_exits, settings_from)
 from skillgraft.sandbox.base import SandboxKind
 from skillgraft.settings import DEFAULT_MODEL
 
@@ -66,6 +67,9 @@ def learn(
     sandbox: SandboxKind = SandboxOption,
     image: Optional[str] = typer.Option(None, "--image", help="Sandbox image tag (Docker only)."),
     seed: int = typer.Option(0, "--seed", help="Which held-out world tasks: the same seed gives the same tasks."),
+    workers: int = typer.Option(1, "--workers", min=1, help="A session's tasks run this many at a time, each wave with what the ones before it taught (with --ray: workers on the cluster)."),
+    ray: Optional[str] = RayOption,
+    retries: int = RetriesOption,
     curve: Optional[Path] = typer.Option(None, "--curve", help="Where to write the learning-curve PNG (default HOME/learning-curve-<time>.png)."),
     home: Optional[str] = HomeOption,
     store: Optional[str] = StoreOption,
@@ -86,17 +90,25 @@ def learn(
     settings = settings_from(home, store)
     options = LearnOptions(tasks or [], world.value if world else None, family, sessions, per_session, alpha, rank,
                            cycleqd_every, not no_learning, baseline, model or DEFAULT_MODEL, hypernet, skill_mode.value,
-                           summariser, generator, refine_below, validation, gate, sandbox, image, seed)
+                           summariser, generator, refine_below, validation, gate, sandbox, image, seed,
+                           ray=ray, workers=workers, retries=retries)
     with job_exits():
         plan, held_out = plan_sessions(options)
         roles = agent_roles(settings, options.model, options.hypernet, options.skill_mode, options.summariser, options.generator)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, disable=json_out, transient=True) as progress:
             bar = progress.add_task("learning", total=sum(len(s) for s in plan) * len(run_labels(options)))
+            where = {"session": "learning", "cluster": ""}
+
+            def show(**part: str) -> None:
+                where.update(part)
+                progress.update(bar, description=where["session"] + where["cluster"])
+
             reports = learn_job(
                 settings, options, roles, plan, held_out,
-                on_session=lambda label, i: progress.update(bar, description=f"learning {label} · session {i}/{len(plan)}"),
-                on_outcome=lambda: progress.advance(bar))
+                on_session=lambda label, i: show(session=f"learning {label} · session {i}/{len(plan)}"),
+                on_outcome=lambda: progress.advance(bar),
+                on_cluster=lambda tally: show(cluster=f" · {tally.describe()}"))
 
     points = {label: [SessionPoint(i + 1, r.successes, len(r.outcomes)) for i, r in enumerate(rs)] for label, rs in reports.items()}
     out = curve or settings.home / f"learning-curve-{datetime.now():%Y%m%d-%H%M%S}.png"

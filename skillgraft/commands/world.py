@@ -10,8 +10,8 @@ import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from skillgraft.commands.common import (HomeOption, JsonOption, SandboxOption, StoreOption, console, err_console, fail,
-                                       settings_from)
+from skillgraft.commands.common import (HomeOption, JsonOption, RayOption, RetriesOption, SandboxOption, StoreOption,
+                                       console, err_console, fail, job_exits, settings_from)
 from skillgraft.sandbox.base import SandboxKind
 
 app = typer.Typer(help="SkillWorld: generated repo tasks in bug families, their skills, an expert, a tiny policy.",
@@ -164,11 +164,13 @@ def eval_cmd(model: str = typer.Option("skillworld", help="expert, skillworld (t
              condition: list[str] = typer.Option(["none"], help="none, context, parametric or both; repeatable."),
              families: Optional[list[str]] = FamiliesOption,
              episodes: int = typer.Option(10, min=1, help="Held-out episodes per family and condition."),
-             workers: int = typer.Option(2, min=1, help="Episodes at once, each in its own sandbox."),
+             workers: int = typer.Option(2, min=1, help="Episodes at once, each in its own sandbox (with --ray: workers on the cluster)."),
              hypernet: Optional[Path] = typer.Option(None, help="Hypernetwork checkpoint (default: the bundled one)."),
              sandbox: SandboxKind = SandboxOption,
+             ray: Optional[str] = RayOption, retries: int = RetriesOption,
              home: Optional[str] = HomeOption, store: Optional[str] = StoreOption, json_out: bool = JsonOption):
     """Success rate with 95% Wilson interval and mean steps, per family group and condition; stored as scores."""
+    from skillgraft.jobs.cluster import ClusterOptions, cluster_episodes
     from skillgraft.skillworld.evaluate import CONDITIONS, ThreadModels, cells, run_eval, world_compiler
 
     bad = [c for c in condition if c not in CONDITIONS]
@@ -187,12 +189,20 @@ def eval_cmd(model: str = typer.Option("skillworld", help="expert, skillworld (t
             hypernet = ensure_hypernet(settings.models)
         compiler = world_compiler(hypernet, policy)
     results = []
-    with _bar() as bar:
+    shown: list = []  # the current condition's bar and label, for the cluster's counts
+
+    def counted(tally) -> None:
+        if shown:
+            bar.update(shown[0], description=f"{shown[1]} · {tally.describe()}")
+
+    cluster = ClusterOptions(ray, workers, retries, sandbox)
+    with job_exits(), cluster_episodes(settings, cluster, model, counted) as runner, _bar() as bar:
         for cond in condition:
             job = bar.add_task(f"{model} · {cond}", total=episodes * len(fams))
+            shown[:] = [job, f"{model} · {cond}"]
             results += run_eval(factory if model == "expert" else ThreadModels(factory), cond, fams, episodes,
                                 workers=workers, compiler=compiler, sandbox=sandbox.value,
-                                on_result=lambda r, j=job: bar.advance(j))
+                                on_result=lambda r, j=job: bar.advance(j), runner=runner)
     table = cells(results, "group") + cells(results, "family")
     _store_scores(settings, model, condition, table, episodes)
     rows = [{"name": c.name, "condition": c.condition, "success": c.rate, "ci95": list(c.interval),

@@ -17,6 +17,8 @@ from skillgraft.settings import DEFAULT_MODEL, Settings
 from skillgraft.skills.errors import StoreError
 
 if TYPE_CHECKING:
+    from skillgraft.agent.cluster.pool import Tally
+    from skillgraft.agent.episodes import EpisodeRunner
     from skillgraft.evolve.cycleqd import CycleQDConfig
     from skillgraft.evolve.cycleqd.final_merge import MergeOutcome
     from skillgraft.evolve.cycleqd.search import CycleQDResult, GenerationStats
@@ -42,6 +44,8 @@ class CycleQDOptions:
     merge: bool = True
     promote: bool = True
     heatmaps: Path | None = None
+    ray: str | None = None  # a Ray cluster's address: each generation's evaluations run on its workers
+    retries: int = 2
 
 
 @dataclass
@@ -95,8 +99,18 @@ def _resumed_config(stored: Mapping[str, Any], given: CycleQDConfig, typed: froz
 
 
 def run_search(settings: Settings, options: CycleQDOptions,
-               on_generation: Callable[[GenerationStats, list[str]], None] = lambda stats, names: None) -> SearchOutcome:
+               on_generation: Callable[[GenerationStats, list[str]], None] = lambda stats, names: None,
+               on_cluster: Callable[[Tally], None] = lambda tally: None) -> SearchOutcome:
     """Runs (or resumes) the search, builds and maybe promotes the final merge, draws the heatmaps."""
+    from skillgraft.jobs.cluster import ClusterOptions, cluster_episodes
+
+    cluster = ClusterOptions(options.ray, options.workers, options.retries, options.sandbox, options.image)
+    with cluster_episodes(settings, cluster, options.model, on_cluster) as episodes:
+        return _search(settings, options, on_generation, episodes)
+
+
+def _search(settings: Settings, options: CycleQDOptions, on_generation: Callable[[GenerationStats, list[str]], None],
+            episodes: EpisodeRunner | None) -> SearchOutcome:
     from skillgraft.evolve.cycleqd import AgentEvaluator, merge_and_promote, run_cycleqd, write_heatmaps
     from skillgraft.evolve.cycleqd.population import select_checkpoints
     from skillgraft.model_defaults import load_model
@@ -136,7 +150,7 @@ def run_search(settings: Settings, options: CycleQDOptions,
 
     def evaluator_for(task_sets: Mapping[str, Sequence[Task]]) -> AgentEvaluator:
         return AgentEvaluator(task_sets=task_sets, model_factory=factory, sandbox=options.sandbox.value,
-                              workers=options.workers, image=options.image)
+                              workers=options.workers, image=options.image, episodes=episodes)
 
     evaluator = evaluator_for(sets)
     validator = evaluator if not validation else evaluator_for(checks)

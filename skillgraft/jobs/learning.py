@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,8 @@ from skillgraft.sandbox.base import SandboxKind, SandboxUnavailable
 from skillgraft.settings import DEFAULT_MODEL, Settings
 
 if TYPE_CHECKING:
+    from skillgraft.agent.cluster.pool import Tally
+    from skillgraft.agent.episodes import EpisodeRunner
     from skillgraft.evolve.learn.loop import SessionReport
     from skillgraft.evolve.learn.propose import Generator
     from skillgraft.evolve.learn.refine import RefineResult
@@ -80,6 +83,9 @@ class LearnOptions:
     sandbox: SandboxKind = SandboxKind.docker
     image: str | None = None
     seed: int = 0
+    ray: str | None = None  # a Ray cluster's address: the sessions' episodes run on its workers
+    workers: int = 1  # a session's tasks run this many at a time (threads here, or workers with ray)
+    retries: int = 2  # with ray: more tries of an episode whose worker died
 
 
 def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:
@@ -118,8 +124,32 @@ def run_labels(options: LearnOptions) -> list[str]:
 
 def learn(settings: Settings, options: LearnOptions, roles: AgentRoles, plan: Sequence[Sequence[Task]],
           held_out: Sequence[Task], *, on_session: Callable[[str, int], None] = lambda label, number: None,
-          on_outcome: Callable[[], None] = lambda: None) -> dict[str, list[SessionReport]]:
+          on_outcome: Callable[[], None] = lambda: None,
+          on_cluster: Callable[[Tally], None] = lambda tally: None) -> dict[str, list[SessionReport]]:
     """Runs the sessions with learning off (the baseline) and on, as the options ask; the reports by "off"/"on"."""
+    from skillgraft.jobs.cluster import ClusterOptions, cluster_episodes
+
+    cluster = ClusterOptions(options.ray, options.workers, options.retries, options.sandbox, options.image)
+    with cluster_episodes(settings, cluster, options.model, on_cluster) as remote:
+        episodes = remote or (_local_episodes(settings, options) if options.workers > 1 else None)
+        try:
+            return _sessions(settings, options, roles, plan, held_out, episodes, on_session, on_outcome)
+        finally:
+            if episodes is not None and episodes is not remote:
+                episodes.close()
+
+
+def _local_episodes(settings: Settings, options: LearnOptions) -> EpisodeRunner:
+    from skillgraft.agent.episodes import LocalEpisodes
+    from skillgraft.model_defaults import load_model
+
+    return LocalEpisodes(partial(load_model, settings, options.model, progress=False), options.workers,
+                         sandbox=options.sandbox.value, image=options.image)
+
+
+def _sessions(settings: Settings, options: LearnOptions, roles: AgentRoles, plan: Sequence[Sequence[Task]],
+              held_out: Sequence[Task], episodes: EpisodeRunner | None, on_session: Callable[[str, int], None],
+              on_outcome: Callable[[], None]) -> dict[str, list[SessionReport]]:
     from skillgraft.evolve.learn import EmaConfig, LearnConfig, Learner, Refiner
     from skillgraft.evolve.learn.periodic import cycleqd_every
     from skillgraft.evolve.learn.refine import AgentVerifier
@@ -144,7 +174,7 @@ def learn(settings: Settings, options: LearnOptions, roles: AgentRoles, plan: Se
             periodic = (cycleqd_every(held_out, lambda: roles.model, sandbox=config.sandbox, image=config.image)
                         if config.cycleqd_every else None)
             learner = Learner(store, roles.model, roles.compiler, roles.summariser, config, settings.cache / "learn",
-                              validation=held_out, refiner=refiner, periodic=periodic)
+                              validation=held_out, refiner=refiner, periodic=periodic, episodes=episodes)
             reports[label] = []
             for number, tasks in enumerate(plan, 1):
                 on_session(label, number)
