@@ -51,6 +51,31 @@ def test_learn_runs_sessions_records_them_and_draws_the_curve(tmp_path):
     assert '<skill name="make-two">' in first_user["content"]
 
 
+@pytest.mark.docker
+def test_learn_with_workers_runs_a_session_in_waves_each_with_what_the_last_taught(tmp_path):
+    """--workers 3 without --ray: a session's three tasks run at once in this process's threads
+    (each thread its own model), are recorded in task order, and the next session learns from them."""
+    task, replay = write(tmp_path, 3)
+    home = tmp_path / "home"
+    result = CliRunner().invoke(app, ["learn", str(task), str(task), str(task), "--sessions", "2", "--no-baseline",
+                                      "--model", f"replay:{replay}", "--workers", "3", "--home", str(home),
+                                      "--curve", str(tmp_path / "curve.png"), "--json"])
+    assert result.exit_code == 0, result.output
+    on = json.loads(result.stdout)["sessions"]["on"]
+    assert [s["successes"] for s in on] == [3, 3]
+    from skillgraft.skills.store import Store
+
+    store = Store(f"sqlite:///{home / 'store.db'}", home / "artifacts")
+    first, second = (sorted(store.trajectories(session_id=s["session_id"]), key=lambda t: t.id) for s in on)
+    assert len(first) == len(second) == 3
+    assert all(row.skill_version_ids == [] for row in first)  # one wave: nobody had learned anything yet
+    v = store.latest_version("make-two")
+    assert all(row.skill_version_ids == [v.id] for row in second)
+    # the same task three times in one wave: three trajectory files, none overwritten
+    written = home / "cache" / "learn" / "trajectories" / f"session-{on[0]['session_id']}"
+    assert sorted(p.name for p in written.glob("*.json")) == ["make-two.1.json", "make-two.2.json", "make-two.json"]
+
+
 def test_learn_refuses_bad_input_with_exit_code_2(tmp_path):
     task, replay = write(tmp_path, 1)
     runner = CliRunner()
