@@ -164,7 +164,7 @@ def test_a_worker_killed_mid_episode_is_retried_elsewhere_counted_once_and_its_s
     from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
     from skillgraft.skills.store import Store
 
-    replies = replay_file(tmp_path, solving(first="sleep 20; cat calc.py"), episodes=3)
+    replies = replay_file(tmp_path, solving(first="sleep 8; cat calc.py"), episodes=3)
     runner = pool(ray_cluster, partial(ReplayModel.from_file, replies))
     store = Store(pg_url, tmp_path / "artifacts")
     task = Task.from_dict(TASK)

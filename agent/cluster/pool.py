@@ -5,7 +5,8 @@ actor, with its adapter as a content hash (agent.cluster.artifacts), and turns t
 into the RunResult and trajectory file a local run would have left. When a worker dies mid-episode
 (its process or its node), Ray restarts the actor; the job goes to another worker, at most
 `retries` more times, and yields one result however often it ran. The dead worker's node is
-swept of sandboxes whose owner is gone before the job is handed on.
+swept of sandboxes whose owner is gone before the job is handed on (every node left, when that
+node itself is gone).
 """
 from __future__ import annotations
 
@@ -51,17 +52,19 @@ def _remote_worker():
     return ray.remote(max_restarts=-1, max_task_retries=0)(EpisodeWorker)
 
 
-def _reap_on(node_id: str, sandbox: str) -> int:
-    """Sweeps one node of sandboxes whose owner is gone; 0 when the node itself is gone."""
+def _reap_after_loss(node_id: str, sandbox: str) -> int:
+    """Sweeps the lost worker's node of sandboxes whose owner is gone. When the node itself is
+    gone, every node left is swept instead: its sandboxes went with it unless it shared a
+    machine (and so a Docker engine) with another node, and only a dead owner's go."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    if not any(n["NodeID"] == node_id and n.get("Alive") for n in ray.nodes()):
-        return 0
-    task = ray.remote(num_cpus=0, max_retries=0)(reap_here).options(
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))
+    alive = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
+    sweep = ray.remote(num_cpus=0, max_retries=0)(reap_here)
+    refs = [sweep.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(sandbox)
+            for node in ([node_id] if node_id in alive else alive)]
     try:
-        return int(ray.get(task.remote(sandbox), timeout=120))
+        return sum(ray.get(refs, timeout=120))
     except (ray.exceptions.RayError, TimeoutError):
         return 0
 
@@ -182,7 +185,7 @@ class RayEpisodes:
     def _after_loss(self, actor: int) -> None:
         node = self.nodes.get(actor)
         if node is not None:
-            self.tally.reaped += _reap_on(node, self.sandbox)
+            self.tally.reaped += _reap_after_loss(node, self.sandbox)
 
     def stats(self) -> list[dict[str, Any]]:
         """Each worker's node, process, episodes run and adapters fetched (not cached)."""
