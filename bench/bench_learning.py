@@ -41,8 +41,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--hypernet", type=Path, default=None, help="a hypernetwork checkpoint instead of the default one")
     p.add_argument("--conditions", nargs="+", default=["off", "on", "on-factors"])
     p.add_argument("--gate", action="store_true",
-                   help="learning on: keep a new global (or, in context mode, skill) version only if it does not "
-                        "score below the current one on --validation-per-family held-out tasks of the family")
+                   help="learning on: keep a new skill version (as runs get it: in context, or compiled beside the "
+                        "global adapter) and a new global version only if each does not score below the current "
+                        "one on --validation-per-family held-out tasks (of the family, for a skill)")
     p.add_argument("--validation-per-family", type=int, default=2)
     p.add_argument("--out", type=Path, default=Path("bench/out"))
     return p.parse_args()

@@ -3,6 +3,7 @@ sandboxes: the validation gate of the global adapter, refinement of a weak skill
 every K sessions."""
 from __future__ import annotations
 
+from pathlib import Path
 
 import pytest
 
@@ -38,14 +39,18 @@ def test_the_gate_runs_validation_with_candidate_and_current_global(parts, tmp_p
 
     learner.run_session([a.task()])  # no global yet: the first one is committed without a vote
     first = store.latest_global()
-    assert first.version == 1 and len(model.loaded) == 0
+    # the summary was validated compiled (no global to join yet), then became v1 and the global
+    assert first.version == 1 and [p.parent.name for p in model.loaded] == ["compiled"]
+    model.loaded.clear()
     o = learner.run_session([b.task()]).outcomes[0]
-    # the run of b (with global v1), then the validation task under the candidate and under v1
+    # the summary of b is v1's text: nothing to validate for the skill; then the run of b (with
+    # global v1), and the validation task under the candidate global and under v1
+    assert o.note.startswith("summary unchanged")
     loaded = [p.resolve() for p in model.loaded]
     assert len(loaded) == 3 and loaded[2] == store.adapter_path(first.id).resolve()
     assert loaded[1].parent.name.startswith("skillgraft-global-")
     # the expert solves the validation task either way: no regression, so the candidate is kept
-    assert o.success and o.global_after == 2 and store.latest_global().version == 2 and "refused" not in o.note
+    assert o.success and o.global_after == 2 and store.latest_global().version == 2
 
 
 class ShunsInducedRecipes(PoolExpert):
@@ -77,6 +82,55 @@ def test_in_context_mode_the_gate_keeps_a_summary_only_if_validation_does_not_dr
     else:  # solves it without the summary only: refused, and the store has no version of it
         assert not o.learned and o.note == f"summary of {name} refused by the validation gate"
         assert store.latest_version(name) is None
+
+
+class HarmedByNewRecipes(PoolExpert):
+    """The pool's expert, except that it gives up while an adapter compiled from a text outside
+    the store (a summary not yet kept) is active, alone or joined with others."""
+
+    def __init__(self, hf, tasks):
+        super().__init__(hf, tasks)
+        self.harmed = False
+
+    def load_adapter(self, adapter_dir):
+        from skillgraft.hypernet.peft_io import read_info
+
+        super().load_adapter(adapter_dir)
+        parts = [p["part"] for p in read_info(adapter_dir).metadata.get("composed_of", [])]
+        self.harmed = Path(adapter_dir).parent.name == "compiled" or any(p.startswith("text:") for p in parts)
+
+    def unload_adapter(self):
+        super().unload_adapter()
+        self.harmed = False
+
+    def query(self, messages):
+        from skillgraft.agent import prompts
+        from skillgraft.agent.models.base import ModelReply
+
+        if self.harmed:
+            return ModelReply(content=prompts.assistant_reply("Something pulls me off course.", prompts.SUBMIT_COMMAND))
+        return super().query(messages)
+
+
+@pytest.mark.parametrize("model_class", [PoolExpert, HarmedByNewRecipes])
+def test_in_parametric_mode_the_gate_validates_the_summary_compiled_beside_the_global(model_class, parts, tmp_path):
+    base, compiler = parts
+    a, v = distinct_tasks("off_by_one", 2, 120)
+    model = model_class(HFModel(base, max_new_tokens=8), [a, v])
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
+    config = LearnConfig(skill_mode="parametric", gate=True, ema=EmaConfig(alpha=0.5, rank=8))
+    learner = Learner(store, model, compiler, OfflineSummariser(), config, tmp_path / "work", validation=[v.task()])
+    o = learner.run_session([a.task()]).outcomes[0]
+
+    assert o.success
+    name = "off-by-one"
+    # the validation task ran with nothing (no skill, no global yet), then with the summary compiled
+    assert len(model.loaded) == 1 and model.loaded[0].parent.name == "compiled"
+    if model_class is PoolExpert:  # the compiled summary leaves validation as it was: kept and folded
+        assert o.learned == f"{name}@v1" and store.latest_global().version == 1
+    else:  # compiled, the summary breaks the validation task: no version, nothing folded
+        assert not o.learned and o.note == f"summary of {name} refused by the validation gate"
+        assert store.latest_version(name) is None and store.latest_global() is None
 
 
 def test_a_weak_skill_is_refined_after_the_session(tmp_path):

@@ -42,8 +42,9 @@ class LearnConfig:
     ema: EmaConfig = field(default_factory=EmaConfig)
     sandbox: str = "docker"
     image: str | None = None
-    # Validate before committing: a new global version, and with skills in context a new skill
-    # version, each against what runs now on the validation tasks (of the task's family if any).
+    # Validate before committing: a new skill version, in the form runs get it (in context, or
+    # compiled beside the global adapter), on the validation tasks of the task's family if any,
+    # and a new global version on all of them; each against what runs now.
     gate: bool = False
     refine_below: float | None = None  # refine a skill whose success rate in a session is below this
     refine_min_uses: int = 3
@@ -257,20 +258,27 @@ class Learner:
 
     @property
     def _gates_text(self) -> bool:
-        # With compiled skills the global gate validates what the weights take in.
-        return self.config.gate and bool(self.validation) and self.config.skill_mode == "context"
+        return self.config.gate and bool(self.validation)
+
+    def _skill_loadout(self, skills: Sequence[GivenSkill | SkillVersion]) -> Loadout:
+        """A run's loadout with these skills, in the form the agent gets them: in context, or
+        compiled and joined with the current global adapter."""
+        return make_loadout(self.store, self.model, skills, self.config.skill_mode, compiler=self.compiler,
+                            use_global=self.parametric and self.config.use_global, global_name=self.config.ema.name,
+                            cache=self.workdir)
 
     def _gate_text(self, task: Task, name: str, text: str, previous: SkillVersion | None) -> bool:
-        """A summary must not score below the skill's current text (or no skill, for a new one)
-        in context on the validation tasks of the task's family. The current text's score is
-        kept until the skill gets a new version."""
+        """A summary must not score below the skill's current text (or no skill, for a new one) on
+        the validation tasks of the task's family, each given as runs get it: in context, or
+        compiled beside the global adapter. The current text's score is kept until the skill
+        gets a new version or the global adapter moves."""
         held_out = self._validation_for(task.family)
         scorer = AgentScorer(self.model, self.config.sandbox, self.config.image)
-        key = (name, previous.id if previous else None, tuple(t.id for t in held_out))
+        current = self._skill_loadout([previous] if previous else [])
+        key = (name, previous.id if previous else None, tuple(t.id for t in held_out), current.key)
         if key not in self._current_scores:
-            current = make_loadout(None, self.model, [previous] if previous else [], cache=self.workdir)
             self._current_scores[key] = mean(scorer.scores(held_out, current))
-        candidate = make_loadout(None, self.model, [GivenSkill.of_text(name, text)], cache=self.workdir)
+        candidate = self._skill_loadout([GivenSkill.of_text(name, text)])
         return mean(scorer.scores(held_out, candidate)) >= self._current_scores[key]
 
     # ---------------------------------------------------------------- refinement of weak skills

@@ -63,7 +63,7 @@ def learn(
     generator: str = typer.Option("offline", "--generator", help=f"Who revises weak skills: {HELP_ROLE}"),
     refine_below: Optional[float] = typer.Option(None, "--refine-below", min=0.0, max=1.0, help="Refine a skill whose success rate in a session is below this (needs validation tasks)."),
     validation: list[Path] = typer.Option([], "--validation", help="Held-out task files for the gate, refinement and CycleQD (world: drawn automatically)."),
-    gate: bool = typer.Option(False, "--gate", help="Commit a new global version (with --skill-mode context: a new skill version) only if it does not score below what runs now on validation."),
+    gate: bool = typer.Option(False, "--gate", help="Keep a new skill version (in the form runs get it: in context or compiled beside the global adapter) and commit a new global version only if each does not score below what runs now on validation."),
     sandbox: SandboxKind = SandboxOption,
     image: Optional[str] = typer.Option(None, "--image", help="Sandbox image tag (Docker only)."),
     seed: int = typer.Option(0, "--seed", help="Which held-out world tasks: the same seed gives the same tasks."),
