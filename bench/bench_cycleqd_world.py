@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.ray_option import add_ray_option, ray_runner
+
 # key (for --rows), label, configuration overrides
 ABLATIONS = [
     ("cycleqd", "CycleQD (cyclic, elite, SVD)", {}),
@@ -137,8 +139,9 @@ def skillworld_trial(root: Path, args) -> dict:
     def factory():
         return make_model(f"hf:{args.policy}")
 
-    evaluator = AgentEvaluator(tasks_for(0), factory, sandbox=args.sandbox, workers=args.workers)
-    validator = AgentEvaluator(tasks_for(10_000), factory, sandbox=args.sandbox, workers=args.workers)
+    runner = ray_runner(args.ray, factory, args.workers)
+    evaluator = AgentEvaluator(tasks_for(0), factory, sandbox=args.sandbox, workers=args.workers, episodes=runner)
+    validator = AgentEvaluator(tasks_for(10_000), factory, sandbox=args.sandbox, workers=args.workers, episodes=runner)
     try:
         return experiment(store, ids, list(groups), evaluator, validator, generations=args.generations,
                           children=args.children, seed=args.seed, names=names, rows=args.rows)
@@ -177,6 +180,7 @@ def main() -> None:
     ap.add_argument("--eval-tasks", type=int, default=4, help="skillworld: held-out tasks per group per set")
     ap.add_argument("--sandbox", default="docker")
     ap.add_argument("--workers", type=int, default=2)
+    add_ray_option(ap)
     ap.add_argument("--rows", type=lambda v: v.split(","), default=None,
                     help="comma list of rows to run (default all): " + ", ".join(k for k, _, _ in ABLATIONS))
     args = ap.parse_args()

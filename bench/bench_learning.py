@@ -15,6 +15,7 @@ import os
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -22,6 +23,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.ray_option import add_ray_option, ray_runner  # noqa: E402
+from skillgraft.agent.episodes import LocalEpisodes  # noqa: E402
 from skillgraft.evolve.learn import EmaConfig, LearnConfig, Learner, OfflineSummariser  # noqa: E402
 from skillgraft.evolve.learn.curve import SessionPoint, plot_curves  # noqa: E402
 from skillgraft.evolve.learn.schedule import world_sessions  # noqa: E402
@@ -45,6 +48,8 @@ def parse() -> argparse.Namespace:
                         "global adapter) and a new global version only if each does not score below the current "
                         "one on --validation-per-family held-out tasks (of the family, for a skill)")
     p.add_argument("--validation-per-family", type=int, default=2)
+    p.add_argument("--workers", type=int, default=1, help="a session's tasks at once (with --ray: workers on the cluster)")
+    add_ray_option(p)
     p.add_argument("--out", type=Path, default=Path("bench/out"))
     return p.parse_args()
 
@@ -59,7 +64,7 @@ def run_condition(label: str, plan, model, compiler, args, root: Path, validatio
     config = LearnConfig(learning=label != "off", skill_mode=args.skill_mode,
                          ema=EmaConfig(alpha=args.alpha, rank=args.rank, mode=mode), gate=args.gate)
     learner = Learner(store, model, compiler, OfflineSummariser(test_command="python3 -m pytest -q"), config, home / "work",
-                      validation=validation)
+                      validation=validation, episodes=args.episodes)
     reports = []
     for i, tasks in enumerate(plan, 1):
         t0 = time.monotonic()
@@ -116,6 +121,9 @@ def main() -> None:
     print(f"policy {policy}, hypernet {hypernet} ready in {time.monotonic() - t0:.0f}s", flush=True)
     model = make_model(f"hf:{policy}")
     compiler = make_compiler(hypernet, model)
+    factory = partial(make_model, f"hf:{policy}")
+    args.episodes = ray_runner(args.ray, factory, args.workers) or (
+        LocalEpisodes(factory, args.workers) if args.workers > 1 else None)
     families = resolve(args.families)
     # Held-out seeds only, and a block of them no other bench uses.
     plan = world_sessions(families, args.sessions, args.tasks_per_session, HELDOUT_START + 30_000 + 1_000 * args.seed,

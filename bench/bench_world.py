@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from bench.ray_option import add_ray_option, ray_runner
 from skillgraft.skillworld.evaluate import ThreadModels, cells, run_eval, world_compiler
 from skillgraft.skillworld.families import GROUPS
 
@@ -40,8 +41,7 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=128,
                     help="reply budget per turn (the expert's longest reply is under 80 tokens)")
     ap.add_argument("--out", type=Path, default=None, help="also write the cells and every episode as JSON lines here")
-    ap.add_argument("--ray", default=None, help="run the model rows' episodes on this Ray cluster (auto, local or "
-                    "host:port), --workers actors per model; the expert's run here")
+    add_ray_option(ap)  # the expert's episodes run here either way
     args = ap.parse_args()
 
     from skillgraft.agent.models.bases import ensure_base
@@ -66,12 +66,9 @@ def main() -> None:
 
     def hf(folder: Path):
         make = partial(make_model, f"hf:{folder}", max_new_tokens=args.max_new_tokens)
-        if args.ray and folder not in runners:
-            from skillgraft.agent.cluster import RayEpisodes, connect
-
-            connect(args.ray)
-            runners[folder] = RayEpisodes(make, args.workers)
-        return ThreadModels(make), runners.get(folder)
+        if folder not in runners:
+            runners[folder] = ray_runner(args.ray, make, args.workers)
+        return ThreadModels(make), runners[folder]
 
     plan = {"expert": ((ExpertModel, None), "none")}
     for row, cond in (("base", "none"), ("none", "none"), ("context", "context"), ("parametric", "parametric"),
