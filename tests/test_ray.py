@@ -239,3 +239,70 @@ def test_cycleqd_scores_each_generation_on_the_cluster(ray_cluster, pg_url, tmp_
     # every episode ran in a worker process of the cluster, none in this one
     owners = sandboxes_created_since(client, started)
     assert len(owners) >= 6 and os.getpid() not in owners  # 4 + the child's 2 + the merge's validation
+
+
+KILLED_DRIVER = """
+    import sys, time
+    from functools import partial
+    from pathlib import Path
+    from skillgraft.agent.cluster import RayEpisodes, connect
+    from skillgraft.agent.models.replay_model import ReplayModel
+    from skillgraft.agent.task import Task
+    from skillgraft.evolve.learn.loop import LearnConfig, Learner
+    from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
+    from skillgraft.skills.store import Store
+
+    address, url, artifacts, work, replies, task = sys.argv[1:7]
+    connect(address)
+    runner = RayEpisodes(partial(ReplayModel.from_file, replies), 2)
+    tasks = [Task.from_dict({**eval(task), "id": f"make-two-{i}"}) for i in range(4)]
+    done = []
+
+    def stop_after_the_first_wave(outcome):
+        done.append(outcome.task_id)
+        if len(done) == 2:
+            print("wave done", flush=True)
+            time.sleep(600)  # killed here, between the first wave and the second
+
+    Learner(Store(url, Path(artifacts)), ReplayModel.from_file(replies), None, OfflineSummariser(),
+            LearnConfig(skill_mode="context", learning=False), Path(work), episodes=runner).run_session(
+        tasks, on_outcome=stop_after_the_first_wave, label="resumable")
+"""
+
+
+def test_a_learn_driver_killed_between_waves_is_carried_on_by_the_next_one(ray_cluster, pg_url, tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    from skillgraft.evolve.learn import LearnConfig, Learner
+    from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
+    from skillgraft.skills.store import Store
+
+    replies = replay_file(tmp_path, solving(), episodes=4)
+    artifacts = tmp_path / "artifacts"
+    Store(pg_url, artifacts).close()
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(KILLED_DRIVER), ray_cluster, pg_url, str(artifacts),
+                              str(tmp_path / "w1"), str(replies), repr(TASK)],
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = child.stdout.readline()
+    assert line.startswith("wave done"), child.stderr.read() if not line else line
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+
+    store = Store(pg_url, artifacts)
+    (killed,) = store.sessions(kind="learn")
+    assert sorted(t.task_id for t in store.trajectories(session_id=killed.id)) == ["make-two-0", "make-two-1"]
+    assert store.check().interrupted == [killed.id]
+    runner = pool(ray_cluster, partial(ReplayModel.from_file, replies))
+    try:
+        learner = Learner(store, ReplayModel.from_file(replies), None, OfflineSummariser(),
+                          LearnConfig(skill_mode="context", learning=False), tmp_path / "w2", episodes=runner)
+        report = learner.run_session([Task.from_dict({**TASK, "id": f"make-two-{i}"}) for i in range(4)], label="resumable")
+    finally:
+        runner.close()
+    assert report.session_id == killed.id and report.successes == 4
+    assert runner.tally.done == 2  # only the second wave ran again
+    rows = sorted(store.trajectories(session_id=killed.id), key=lambda t: t.id)
+    assert [r.task_id for r in rows] == [f"make-two-{i}" for i in range(4)]
