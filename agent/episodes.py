@@ -1,7 +1,7 @@
 """Many episodes at once: the seam between what decides the runs and where they run.
 
     runner = LocalEpisodes(model_factory, workers=2)           # threads on this machine
-    runner = RayEpisodes.start("auto", model_factory, workers=8)  # actors on a Ray cluster
+    connect("auto"); runner = RayEpisodes(model_factory, workers=8)  # actors on a Ray cluster
     for job, result in runner.run_all(jobs):
         ...
 

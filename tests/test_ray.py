@@ -16,9 +16,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from learn_support import parts, tiny_base  # noqa: F401  (fixture)
+from learn_support import parts  # noqa: F401  (fixture)
 from pg_server import pg_url, postgres_server  # noqa: F401  (fixtures)
-from ray_support import TASK, ray_cluster, replay_file, reply, solving  # noqa: F401  (fixture)
+from ray_support import TASK, ray_cluster, replay_file, solving  # noqa: F401  (fixture)
 from skillgraft.agent.episodes import EpisodeJob
 from skillgraft.agent.models.replay_model import ReplayModel
 from skillgraft.agent.task import Task
@@ -306,3 +306,18 @@ def test_a_learn_driver_killed_between_waves_is_carried_on_by_the_next_one(ray_c
     assert runner.tally.done == 2  # only the second wave ran again
     rows = sorted(store.trajectories(session_id=killed.id), key=lambda t: t.id)
     assert [r.task_id for r in rows] == [f"make-two-{i}" for i in range(4)]
+
+
+def test_an_address_where_no_head_answers_is_refused_at_once(tmp_path):
+    import socket
+
+    from skillgraft.cli import app
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = CliRunner().invoke(app, ["world", "eval", "--ray", f"127.0.0.1:{port}", "--home", str(tmp_path / "home"),
+                                      "--families", "wrong_boolean"])
+    assert result.exit_code == 2 and f"no Ray head answers at 127.0.0.1:{port}" in " ".join(result.output.split())
+    bad = CliRunner().invoke(app, ["world", "eval", "--ray", "127.0.0.1:http", "--home", str(tmp_path / "home")])
+    assert bad.exit_code == 2 and "the port must be a number" in bad.output

@@ -1,7 +1,8 @@
 """Episodes on a Ray cluster: one actor per worker keeps its model loaded and runs episodes in
 sandboxes on its own node; the driver decides the runs and records them, as in a local run.
 
-    runner = RayEpisodes.start("auto", model_factory, workers=4, store_url=url)
+    check_store(store_url, connect("auto"))  # a cluster of several nodes records into a server
+    runner = RayEpisodes(model_factory, workers=4)
 
 Nothing here is imported unless `--ray` is given, so Ray stays an optional dependency.
 """

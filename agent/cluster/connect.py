@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 
 ADDRESS_HELP = ("auto: the cluster this machine joined with `ray start` (or $RAY_ADDRESS); local: a one-machine "
                 "cluster started for this command; or the head's address, host:port or ray://host:10001")
@@ -20,6 +21,7 @@ def connect(address: str) -> int:
         import ray
     except ImportError:
         raise ClusterError("--ray needs Ray installed: pip install 'skillgraft[ray]'") from None
+    _answers(address.strip())
     # A cluster set up for skillgraft's work needs no calls home; a user's own setting wins.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if not ray.is_initialized():
@@ -28,6 +30,21 @@ def connect(address: str) -> int:
         except (ConnectionError, ValueError, RuntimeError) as exc:
             raise ClusterError(f"cannot join a Ray cluster at {address!r}: {exc}. {ADDRESS_HELP}") from exc
     return sum(1 for node in ray.nodes() if node.get("Alive"))
+
+
+def _answers(address: str, timeout: float = 5.0) -> None:
+    """A head's host:port must take a connection: Ray itself would keep retrying for minutes."""
+    if address in ("auto", "local") or "://" in address or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except ValueError:
+        raise ClusterError(f"--ray {address!r}: the port must be a number. {ADDRESS_HELP}") from None
+    except OSError as exc:
+        raise ClusterError(f"no Ray head answers at {address} ({exc.strerror or exc}); is `ray start --head` running "
+                           f"there? {ADDRESS_HELP}") from None
 
 
 def check_store(store_url: str, nodes: int) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillgraft.agent.cluster.artifacts import AdapterShipper
-from skillgraft.agent.cluster.connect import ClusterError, check_store, connect
+from skillgraft.agent.cluster.connect import ClusterError
 from skillgraft.agent.cluster.worker import EpisodeWorker, WireJob, WireResult, reap_here
 from skillgraft.agent.episodes import EpisodeJob
 from skillgraft.agent.models.base import Model
@@ -94,13 +94,6 @@ class RayEpisodes:
             raise ClusterError(f"the Ray workers could not start: {exc}") from None
         self.nodes: dict[int, str] = {i: node for i, (node, _) in enumerate(where)}  # actor -> its last node
         self.gone: set[int] = set()  # actors Ray could not bring back
-
-    @classmethod
-    def start(cls, address: str, model_factory: Callable[[], Model], workers: int = 2, *, store_url: str,
-              **kw: Any) -> "RayEpisodes":
-        """Joins the cluster at `address`, checks that the store can serve it, starts the workers."""
-        check_store(store_url, connect(address))
-        return cls(model_factory, workers, **kw)
 
     # ---------------------------------------------------------------- the wire
     def _wire(self, job: EpisodeJob) -> WireJob:

@@ -84,6 +84,7 @@ def learn(
     table per session and a learning-curve picture (learning on against off).
     """
     from skillgraft.evolve.learn.curve import SessionPoint, plot_curves
+    from skillgraft.jobs.cluster import ClusterOptions, join_cluster
     from skillgraft.jobs.learning import LearnOptions, agent_roles, plan_sessions, run_labels
     from skillgraft.jobs.learning import learn as learn_job
 
@@ -94,6 +95,7 @@ def learn(
                            ray=ray, workers=workers, retries=retries)
     with job_exits():
         plan, held_out = plan_sessions(options)
+        join_cluster(settings, ClusterOptions(options.ray))  # before the model is built here
         roles = agent_roles(settings, options.model, options.hypernet, options.skill_mode, options.summariser, options.generator)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, disable=json_out, transient=True) as progress:

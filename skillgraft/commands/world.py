@@ -170,7 +170,7 @@ def eval_cmd(model: str = typer.Option("skillworld", help="expert, skillworld (t
              ray: Optional[str] = RayOption, retries: int = RetriesOption,
              home: Optional[str] = HomeOption, store: Optional[str] = StoreOption, json_out: bool = JsonOption):
     """Success rate with 95% Wilson interval and mean steps, per family group and condition; stored as scores."""
-    from skillgraft.jobs.cluster import ClusterOptions, cluster_episodes
+    from skillgraft.jobs.cluster import ClusterOptions, cluster_episodes, join_cluster
     from skillgraft.skillworld.evaluate import CONDITIONS, ThreadModels, cells, run_eval, world_compiler
 
     bad = [c for c in condition if c not in CONDITIONS]
@@ -178,6 +178,9 @@ def eval_cmd(model: str = typer.Option("skillworld", help="expert, skillworld (t
         raise fail(f"unknown condition {bad[0]!r}; choose from {', '.join(CONDITIONS)}", 2)
     settings = settings_from(home, store)
     fams = _families(families)
+    cluster = ClusterOptions(ray, workers, retries, sandbox)
+    with job_exits():
+        join_cluster(settings, cluster)
     factory, policy = _model_factory(model, settings.models)
     compiler = None
     if any(c in ("parametric", "both") for c in condition):
@@ -195,7 +198,6 @@ def eval_cmd(model: str = typer.Option("skillworld", help="expert, skillworld (t
         if shown:
             bar.update(shown[0], description=f"{shown[1]} · {tally.describe()}")
 
-    cluster = ClusterOptions(ray, workers, retries, sandbox)
     with job_exits(), cluster_episodes(settings, cluster, model, counted) as runner, _bar() as bar:
         for cond in condition:
             job = bar.add_task(f"{model} · {cond}", total=episodes * len(fams))

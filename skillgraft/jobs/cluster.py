@@ -30,6 +30,19 @@ class ClusterOptions:
     image: str | None = None
 
 
+def join_cluster(settings: Settings, options: ClusterOptions) -> None:
+    """Joins the cluster and checks that it can share the store (bad input otherwise): done
+    first, so that a wrong address fails before any model is built here."""
+    if options.address is None:
+        return
+    from skillgraft.agent.cluster import ClusterError, check_store, connect
+
+    try:
+        check_store(settings.store_url, connect(options.address))
+    except ClusterError as exc:
+        raise JobError(str(exc), BAD_INPUT) from None
+
+
 @contextmanager
 def cluster_episodes(settings: Settings, options: ClusterOptions, model: str,
                      on_event: Callable[[Tally], None] = lambda tally: None) -> Iterator[RayEpisodes | None]:
@@ -39,18 +52,18 @@ def cluster_episodes(settings: Settings, options: ClusterOptions, model: str,
     if options.address is None:
         yield None
         return
+    if model == "expert":
+        raise JobError("the expert is scripted per task and runs here; drop --ray", BAD_INPUT)
+    join_cluster(settings, options)
     from skillgraft.agent.cluster import ClusterError, RayEpisodes
     from skillgraft.model_defaults import load_model
 
-    if model == "expert":
-        raise JobError("the expert is scripted per task and runs here; drop --ray", BAD_INPUT)
     factory = partial(load_model, settings, model, progress=False)
     try:
-        runner = RayEpisodes.start(options.address, factory, options.workers, store_url=settings.store_url,
-                                   sandbox=options.sandbox.value, image=options.image, retries=options.retries,
-                                   on_event=on_event)
+        runner = RayEpisodes(factory, options.workers, sandbox=options.sandbox.value, image=options.image,
+                             retries=options.retries, on_event=on_event)
     except ClusterError as exc:
-        raise JobError(str(exc), BAD_INPUT) from None
+        raise JobError(str(exc), FAILED) from None
     try:
         yield runner
     except ClusterError as exc:
