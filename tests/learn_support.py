@@ -77,3 +77,22 @@ class PoolExpert(ExpertInTinyWeights):
         from skillgraft.agent.models.base import ModelReply
 
         return ModelReply(content=prompts.assistant_reply("I do not know this task.", prompts.SUBMIT_COMMAND))
+
+
+def killed_at(script: str, args: list[str], marker: str):
+    """Runs a Python script in a child process with this project importable, waits for its line
+    that starts with `marker`, SIGKILLs it there, and returns the dead child."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *args],
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = child.stdout.readline()
+    assert line.startswith(marker), child.stderr.read() if not line else line
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+    return child

@@ -7,7 +7,6 @@ against the base and activated on a real tiny Llama all the same.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
@@ -118,25 +117,14 @@ KILLED_SESSION = """
 
 
 def test_a_killed_session_is_closed_by_check_and_carried_on_by_the_next_learn(tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
-    import textwrap
-
+    from learn_support import killed_at
     from skillgraft.agent import prompts
     from skillgraft.agent.models.replay_model import ReplayModel
     from skillgraft.agent.task import Task
 
     url, artifacts = f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts"
     Store(url, artifacts).close()
-    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(KILLED_SESSION), url, str(artifacts), str(tmp_path / "w1")],
-                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = child.stdout.readline()
-    assert line.startswith("done flag-0"), child.stderr.read() if not line else line
-    child.send_signal(signal.SIGKILL)
-    child.wait(30)
+    child = killed_at(KILLED_SESSION, [url, str(artifacts), str(tmp_path / "w1")], "done flag-0")
 
     store = Store(url, artifacts)
     (killed,) = store.sessions(kind="learn")

@@ -9,7 +9,6 @@ import signal
 import threading
 import time
 from functools import partial
-from pathlib import Path
 
 import docker
 import pytest
@@ -271,10 +270,7 @@ KILLED_DRIVER = """
 
 
 def test_a_learn_driver_killed_between_waves_is_carried_on_by_the_next_one(ray_cluster, pg_url, tmp_path):
-    import subprocess
-    import sys
-    import textwrap
-
+    from learn_support import killed_at
     from skillgraft.evolve.learn import LearnConfig, Learner
     from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
     from skillgraft.skills.store import Store
@@ -282,14 +278,8 @@ def test_a_learn_driver_killed_between_waves_is_carried_on_by_the_next_one(ray_c
     replies = replay_file(tmp_path, solving(), episodes=4)
     artifacts = tmp_path / "artifacts"
     Store(pg_url, artifacts).close()
-    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(KILLED_DRIVER), ray_cluster, pg_url, str(artifacts),
-                              str(tmp_path / "w1"), str(replies), repr(TASK)],
-                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = child.stdout.readline()
-    assert line.startswith("wave done"), child.stderr.read() if not line else line
-    child.send_signal(signal.SIGKILL)
-    child.wait(30)
+    killed_at(KILLED_DRIVER, [ray_cluster, pg_url, str(artifacts), str(tmp_path / "w1"), str(replies), repr(TASK)],
+              "wave done")
 
     store = Store(pg_url, artifacts)
     (killed,) = store.sessions(kind="learn")
