@@ -23,7 +23,8 @@ from rich.progress import Progress
 from rich.table import Table
 
 from bench.ray_option import add_ray_option, ray_runner
-from skillgraft.skillworld.evaluate import ThreadModels, cells, run_eval, world_compiler
+from skillgraft.agent.episodes import ThreadModels
+from skillgraft.skillworld.evaluate import cells, run_eval, world_compiler
 from skillgraft.skillworld.families import GROUPS
 
 

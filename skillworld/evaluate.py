@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillgraft.agent.episodes import EpisodeJob, EpisodeRunner, ThreadModels  # noqa: F401  (ThreadModels: the factory callers pass)
+from skillgraft.agent.episodes import EpisodeJob, EpisodeRunner
 from skillgraft.agent.loadout import NOTHING, GivenSkill, Loadout, make_loadout
 from skillgraft.agent.models.base import Model
 from skillgraft.agent.seams import SkillCompiler

@@ -104,7 +104,8 @@ def test_learn_on_the_cluster_records_every_run_once_and_learns_between_waves(ra
 
 def test_parametric_eval_with_a_tiny_llama_sends_each_adapter_once_per_worker(ray_cluster, parts, tmp_path):
     from skillgraft.agent.models.hf_model import HFModel
-    from skillgraft.skillworld.evaluate import ThreadModels, run_eval
+    from skillgraft.agent.episodes import ThreadModels
+    from skillgraft.skillworld.evaluate import run_eval
 
     base, compiler = parts
     factory = partial(HFModel, base, max_new_tokens=8)

@@ -21,7 +21,7 @@ from skillgraft.agent.cluster.worker import EpisodeWorker, WireJob, WireResult, 
 from skillgraft.agent.episodes import EpisodeJob
 from skillgraft.agent.models.base import Model
 from skillgraft.agent.runner import RunResult
-from skillgraft.agent.trajectory import TrajectoryWriter
+from skillgraft.agent.trajectory import TrajectoryWriter, write_json_atomic
 
 WORKER_LOST = "WorkerLost"  # the exit status of an episode whose every try lost its worker
 
@@ -108,10 +108,7 @@ class RayEpisodes:
         """The result as a local run returns it, its trajectory file where the caller asked for it."""
         result = answer.result
         if job.trajectory_path is not None and answer.trajectory is not None:
-            job.trajectory_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = job.trajectory_path.with_name(f".{job.trajectory_path.name}.part")
-            tmp.write_text(answer.trajectory)
-            tmp.replace(job.trajectory_path)
+            write_json_atomic(job.trajectory_path, answer.trajectory)
             result.trajectory_path = job.trajectory_path
         return result
 

@@ -13,6 +13,7 @@ from skillgraft.agent.models.base import Model
 from skillgraft.agent.runner import RunResult, run_task
 from skillgraft.agent.skill_mode import SkillMode
 from skillgraft.agent.task import Task
+from skillgraft.agent.trajectory import read_trajectory
 from skillgraft.agent.cluster.artifacts import AdapterCache
 
 
@@ -31,7 +32,7 @@ class WireJob:
 @dataclass
 class WireResult:
     result: RunResult
-    trajectory: str | None  # the trajectory file's text
+    trajectory: dict | None  # the trajectory document a local run would have written
     node: str
     pid: int
 
@@ -78,6 +79,6 @@ class EpisodeWorker:
             path = Path(tmp) / "trajectory.json" if job.keep_trajectory else None
             result = run_task(job.task, self.model, sandbox=self.sandbox, loadout=loadout, trajectory_path=path,
                               info=job.info, image=self.image)
-            text = path.read_text() if path is not None and path.is_file() else None
+            document = read_trajectory(path) if path is not None and path.is_file() else None
         self.episodes += 1
-        return WireResult(replace(result, trajectory_path=None), text, self.node, os.getpid())
+        return WireResult(replace(result, trajectory_path=None), document, self.node, os.getpid())

@@ -193,12 +193,12 @@ class AgentEvaluator:
             runs = [EpisodeJob(task, self.loadout(model, candidate), tag=i) for i, candidate, task in jobs]
             for job, result in self.episodes.run_all(runs):
                 totals[job.tag] += self._value(result)
-            return [float(totals[i] / len(self.task_sets[name])) for i, (_, name) in enumerate(requests)]
-        if self._pool is None:
-            # Kept across calls: each worker thread keeps its model, built once per search.
-            self._pool = ThreadPoolExecutor(max_workers=max(1, self.workers), thread_name_prefix="cycleqd-eval")
-        for (i, _, _), value in zip(jobs, self._pool.map(lambda j: self._episode(j[1], j[2]), jobs)):
-            totals[i] += value
+        else:
+            if self._pool is None:
+                # Kept across calls: each worker thread keeps its model, built once per search.
+                self._pool = ThreadPoolExecutor(max_workers=max(1, self.workers), thread_name_prefix="cycleqd-eval")
+            for (i, _, _), value in zip(jobs, self._pool.map(lambda j: self._episode(j[1], j[2]), jobs)):
+                totals[i] += value
         return [float(totals[i] / len(self.task_sets[name])) for i, (_, name) in enumerate(requests)]
 
     def close(self) -> None:

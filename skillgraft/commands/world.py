@@ -171,7 +171,8 @@ def eval_cmd(model: str = typer.Option("skillworld", help="expert, skillworld (t
              home: Optional[str] = HomeOption, store: Optional[str] = StoreOption, json_out: bool = JsonOption):
     """Success rate with 95% Wilson interval and mean steps, per family group and condition; stored as scores."""
     from skillgraft.jobs.cluster import ClusterOptions, cluster_episodes, join_cluster
-    from skillgraft.skillworld.evaluate import CONDITIONS, ThreadModels, cells, run_eval, world_compiler
+    from skillgraft.agent.episodes import ThreadModels
+    from skillgraft.skillworld.evaluate import CONDITIONS, cells, run_eval, world_compiler
 
     bad = [c for c in condition if c not in CONDITIONS]
     if bad:
