@@ -15,7 +15,9 @@ the family's skill is
     induced, compiled       the induced recipe compiled
     global                  the exact low-rank EMA (--alpha, --rank) of every family's compiled
                             induced recipe: one adapter for all tasks, as learning builds it
-    global + induced        the global adapter rank-concatenated with the family's own
+    global + induced        the global adapter joined with the family's own compiled recipe
+                            at the weights a run gets them (agent.loadout.join_weights)
+    global + induced, 1:1   the two at full weight each, as runs were given them before
 
 The induced recipes come from expert runs on a block of held-out seeds of their own, so no
 conversation is scored against a recipe made from itself.
@@ -34,7 +36,7 @@ from rich.table import Table
 from bench.bench_policy_turns import held_out_records
 
 FORMS = ("none", "shipped, in context", "induced, in context", "shipped, compiled", "induced, compiled",
-         "global", "global + induced")
+         "global", "global + induced", "global + induced, 1:1")
 
 
 def induced_recipes(families: list[str]) -> dict[str, str]:
@@ -79,6 +81,7 @@ def main() -> None:
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from skillgraft.agent.loadout import join_weights
     from skillgraft.evolve.learn.global_adapter import EmaConfig, combine
     from skillgraft.hypernet.compile import Compiler
     from skillgraft.hypernet.lora import concat
@@ -118,7 +121,8 @@ def main() -> None:
             "shipped, compiled": ([], compiled_shipped[f]),
             "induced, compiled": ([], compiled_induced[f]),
             "global": ([], global_),
-            "global + induced": ([], concat([global_, compiled_induced[f]])),
+            "global + induced": ([], concat([global_, compiled_induced[f]], join_weights(True, 0, 1))),
+            "global + induced, 1:1": ([], concat([global_, compiled_induced[f]])),
         }
         for form, (in_context, delta) in forms.items():
             # The thoughts are the ones the policy has with the skill text in view, or without it.
@@ -133,7 +137,7 @@ def main() -> None:
     for f in families:
         table.add_row(f, *(f"{hits[form][f]}/{per[f]}" for form in FORMS))
     table.add_row("all", *(f"{sum(hits[form].values())}/{len(records)}" for form in FORMS), style="bold")
-    Console().print(table)
+    Console(width=220).print(table)  # a row per family, every form beside it, also into a log file
 
 if __name__ == "__main__":
     main()

@@ -132,3 +132,29 @@ def test_a_loadout_that_cannot_reach_the_model_is_refused_before_the_run(setup, 
     # context needs neither: the text goes in the prompt, nothing is compiled or joined
     plain = make_loadout(store, ReplayModel([]), [skill], "context")
     assert plain.context == [("fix-comparison", BODY)] and plain.adapter_dir is None and plain.parts == ()
+
+
+def test_compiled_skills_share_one_adapters_weight_and_the_global_joins_them_at_half(setup, tmp_path):
+    """Two adapters at full weight push the policy past what it tolerates: the joined ΔW is
+    GLOBAL_BESIDE_SKILLS x the global adapter plus the compiled skills' mean."""
+    from skillgraft.agent.loadout import GLOBAL_BESIDE_SKILLS
+
+    store, model, compiler, _ckpt, _settings = setup
+    version = store.latest_version("fix-comparison")
+    other = GivenSkill.of_body("swap-back", "Swap the two arguments of the call back into order.")
+    global_ = _dense(store.adapter_path(store.latest_global().id))
+
+    alone = make_loadout(store, model, [], "parametric", compiler=compiler, use_global=True, cache=tmp_path / "c")
+    assert alone.weights == (1.0,) and alone.adapter_dir == store.adapter_path(store.latest_global().id)
+
+    one = make_loadout(store, model, [version], "parametric", compiler=compiler, use_global=True, cache=tmp_path / "c")
+    two = make_loadout(store, model, [version, other], "parametric", compiler=compiler, use_global=True,
+                       cache=tmp_path / "c")
+    assert one.weights == (GLOBAL_BESIDE_SKILLS, 1.0) and two.weights == (GLOBAL_BESIDE_SKILLS, 0.5, 0.5)
+    first, second = (to_dense(d) for d in compiler.compile([version.text, other.text]))
+    for loadout, want in ((one, {n: GLOBAL_BESIDE_SKILLS * global_[n] + first[n] for n in first}),
+                          (two, {n: GLOBAL_BESIDE_SKILLS * global_[n] + 0.5 * (first[n] + second[n]) for n in first})):
+        got = _dense(loadout.adapter_dir)
+        assert got.keys() == want.keys()
+        assert all(torch.allclose(got[n], want[n], atol=1e-6) for n in want)
+    assert max(float(first[n].abs().max()) for n in first) > 1e-3  # the compiled skills are not zero

@@ -37,7 +37,8 @@ class HFModel:
     The key/value cache of the last call is kept: an agent's next prompt is the last one plus
     the reply and an observation, so only those new tokens are run through the model (the
     longest common prefix of token ids decides what is reused). Loading or unloading an
-    adapter drops it, since the cached states were computed with other weights.
+    adapter drops it, since the cached states were computed with other weights. The cache grows
+    in place (`kv_cache.GrowingCache`), so a decoding step does not copy the whole conversation.
     """
 
     def __init__(
@@ -191,6 +192,8 @@ class HFModel:
     def query(self, messages: list[dict]) -> ModelReply:
         import torch
 
+        from skillgraft.agent.models.kv_cache import growing_cache
+
         ids, dropped = self.prompt_ids(messages)
         if not ids:
             raise ModelError(f"{self.name}: empty prompt")
@@ -201,6 +204,8 @@ class HFModel:
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         with self._lock, torch.no_grad():
             cache, reused = self._reusable(ids)
+            if cache is None:
+                cache = growing_cache(self._base.config)
             out = self._model.generate(
                 input_ids=input_ids,
                 attention_mask=torch.ones_like(input_ids),
@@ -211,7 +216,7 @@ class HFModel:
                 top_k=None,
                 pad_token_id=pad,
                 return_dict_in_generate=True,
-                **({"cache": cache} if cache is not None else {}),
+                **({"cache": cache} if cache is not None else {}),  # None: the model's own kind of cache
             )
             sequence = out.sequences[0].tolist()
             kept = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
