@@ -34,7 +34,9 @@ def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sessions", type=int, default=5)
     p.add_argument("--tasks-per-session", type=int, default=6)
-    p.add_argument("--families", nargs="+", default=["skill-only"], help="families or groups (seen, skill-only, drill, all)")
+    p.add_argument("--families", nargs="+", default=["learning"],
+                   help="families or groups (learning, seen, skill-only, drill, all); the learning families ship no "
+                        "skill and are solved now and then without one: what online learning is for")
     p.add_argument("--skill-mode", default="parametric", choices=["context", "parametric", "both"])
     p.add_argument("--alpha", type=float, default=0.5)
     p.add_argument("--rank", type=int, default=16)

@@ -82,10 +82,15 @@ def run_eval(model_factory: Callable[[WorldTask], Model], condition: str, famili
         raise ValueError(f"condition {condition!r} needs a hypernetwork to compile skills")
     cache = Path(tempfile.mkdtemp(prefix="skillworld-adapters-"))
 
+    def loadout_for(model: Model, family: str, seed: int) -> Loadout:
+        if condition == "none":  # a learning family has no skill to look up
+            return NOTHING
+        return episode_loadout(model, episode_skill(family, seed), condition, compiler, cache)
+
     def one(family: str, seed: int) -> EpisodeResult:
         wt = generate(family, seed)
         model = model_factory(wt)
-        loadout = episode_loadout(model, episode_skill(family, seed), condition, compiler, cache)
+        loadout = loadout_for(model, family, seed)
         result = run_task(wt.task(), model, sandbox=sandbox, loadout=loadout)
         return EpisodeResult(family, seed, condition, result.success, result.steps, result.exit_status)
 
@@ -95,7 +100,7 @@ def run_eval(model_factory: Callable[[WorldTask], Model], condition: str, famili
         runs = []
         for family, seed in jobs:
             wt = generate(family, seed)
-            loadout = episode_loadout(model_factory(wt), episode_skill(family, seed), condition, compiler, cache)
+            loadout = loadout_for(model_factory(wt), family, seed)
             runs.append(EpisodeJob(wt.task(), loadout, tag=(family, seed)))
         for job, result in runner.run_all(runs):
             res = EpisodeResult(*job.tag, condition, result.success, result.steps, result.exit_status)

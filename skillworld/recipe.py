@@ -83,15 +83,17 @@ def _digest(*parts: object) -> str:
 
 @lru_cache(maxsize=1)
 def world_digest() -> str:
-    """A digest of everything the expert's episodes show a model, on a sample of each family."""
+    """A digest of everything the expert's episodes show a model, on a sample of each family the
+    recipe draws on (learning families, which training never sees, are left out)."""
     from skillgraft.agent.prompts import assistant_reply, instance_prompt, observation, system_prompt
     from skillgraft.skillworld import library
     from skillgraft.skillworld.expert import MISTAKES, misspelt_old, plan
     from skillgraft.skillworld.families import FAMILIES
+    from skillgraft.skillworld.families.base import TRAINED_ON
     from skillgraft.skillworld.generate import HELDOUT_START, generate
 
     tasks = []
-    for family in sorted(FAMILIES):
+    for family in sorted(f for f in FAMILIES if FAMILIES[f].group in TRAINED_ON):
         for seed in (0, 1, HELDOUT_START):
             wt = generate(family, seed)
             plans = [plan(wt), plan(wt, skill_in_context=True)]

@@ -7,7 +7,7 @@ import yaml
 
 from skillgraft.skillworld.episodes import run_episodes
 from skillgraft.skillworld import families
-from skillgraft.skillworld.families import BENCHMARK, DRILL, FAMILIES, GROUPS as FAMILY_GROUPS, SEEN, SKILL_ONLY, discover, resolve
+from skillgraft.skillworld.families import BENCHMARK, DRILL, FAMILIES, GROUPS as FAMILY_GROUPS, LEARNING, SEEN, SKILL_ONLY, discover, resolve
 from skillgraft.skillworld.generate import HELDOUT_START, generate
 from skillgraft.skillworld.families.drills import GROUPS, LITERAL_FAMILIES
 from skillgraft.skillworld.library import for_family, for_task, skills
@@ -17,10 +17,10 @@ SEEDS = [0, HELDOUT_START + 7]
 
 def test_at_least_ten_families_split_into_seen_and_skill_only():
     assert len(BENCHMARK) >= 10
-    assert set(SEEN) | set(SKILL_ONLY) | set(DRILL) == set(FAMILIES)
-    assert not set(SEEN) & set(SKILL_ONLY) and not set(DRILL) & set(BENCHMARK)
-    assert resolve(["skill-only"]) == SKILL_ONLY and resolve(["drill"]) == DRILL
-    assert resolve(None) == resolve(["all"]) == BENCHMARK  # drills are for training, not reports
+    assert set(SEEN) | set(SKILL_ONLY) | set(DRILL) | set(LEARNING) == set(FAMILIES)
+    assert not set(SEEN) & set(SKILL_ONLY) and not set(DRILL) & set(BENCHMARK) and not set(LEARNING) & set(BENCHMARK)
+    assert resolve(["skill-only"]) == SKILL_ONLY and resolve(["drill"]) == DRILL and resolve(["learning"]) == LEARNING
+    assert resolve(None) == resolve(["all"]) == BENCHMARK  # drills are for training, learning families for learning
     with pytest.raises(KeyError, match="unknown family"):
         resolve(["no_such_family"])
 
@@ -29,13 +29,18 @@ def test_the_families_are_the_modules_of_the_package_in_their_declared_order():
     import pkgutil
 
     modules = [m.name for m in pkgutil.iter_modules(families.__path__) if m.name not in ("base", "drills")]
-    assert sorted(BENCHMARK) == sorted(modules)
+    assert sorted(BENCHMARK + LEARNING) == sorted(modules)
     # Generated tasks draw their background code from the families in this order: it must not move.
     assert BENCHMARK == ["off_by_one", "wrong_operator", "inverted_comparison", "missing_import", "misspelt_call",
                          "swapped_arguments", "missing_return", "wrong_constant", "wrong_dict_key",
                          "wrong_boolean", "wrong_case_method", "wrong_format", "wrong_default"]
-    assert list(FAMILIES) == BENCHMARK + DRILL and list(FAMILY_GROUPS) == ["seen", "skill-only", "drill"]
+    assert LEARNING == ["wrong_word", "wrong_ratio", "wrong_sign"]
+    assert list(FAMILIES) == BENCHMARK + LEARNING + DRILL
+    assert list(FAMILY_GROUPS) == ["seen", "skill-only", "drill", "learning"]
     assert all(FAMILIES[name].group == group for group, names in FAMILY_GROUPS.items() for name in names)
+    # A learning family is never background code, so adding one changes no task the default model
+    # was trained on, and its recipe digest (which leaves learning families out) stays the same.
+    assert not any(FAMILIES[name].filler for name in LEARNING)
 
 
 FAMILY_MODULE = """
@@ -125,7 +130,10 @@ def test_a_drills_buggy_call_does_not_tell_its_fix():
 def test_every_family_has_paraphrased_skills_with_valid_names():
     import re
 
-    for family in FAMILIES:
+    for family in LEARNING:  # what online learning is for: no skill ships with them
+        with pytest.raises(KeyError, match="no skill"):
+            for_task(family, 0)
+    for family in (f for f in FAMILIES if f not in LEARNING):
         found = for_task(family, 0)
         assert len(found) >= 3 and len({s.body for s in found}) == len(found)
         assert all(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", s.name) for s in found)
@@ -143,7 +151,7 @@ def test_tasks_fail_before_and_pass_after_the_expert_in_the_sandbox_image():
     # Drills of one group share their code; plant() already checks every pair's argument tells
     # the bug from the fix, so one drill per group, and each drill with drawn values, run here.
     drills = [f"drill_{group.drills()[0].slug}" for group in GROUPS] + LITERAL_FAMILIES
-    tasks = [generate(f, s) for f in BENCHMARK for s in SEEDS] + [generate(f, 0) for f in drills]
+    tasks = [generate(f, s) for f in BENCHMARK + LEARNING for s in SEEDS] + [generate(f, 0) for f in drills]
     after = run_episodes(tasks, backend="docker", verify=True)
     assert [e.task.id for e in after if not e.success] == []
     # The same repositories untouched: the tests must fail, or the task would be free.

@@ -48,7 +48,7 @@ _LEARN_EPILOG = (
 def learn(
     tasks: Optional[list[Path]] = typer.Argument(None, help="Task YAML files; each session runs them (or --tasks-per-session of them)."),
     world: Optional[World] = typer.Option(None, "--world", help="Draw tasks from a built-in world instead of files (held-out seeds)."),
-    family: list[str] = typer.Option([], "--family", help="World families to draw from (default: all). Repeatable."),
+    family: list[str] = typer.Option([], "--family", help="World families or groups to draw from (learning, seen, skill-only; default: all, the seen and skill-only families). Repeatable."),
     sessions: int = typer.Option(5, "--sessions", min=1, help="How many sessions to run."),
     per_session: Optional[int] = typer.Option(None, "--tasks-per-session", min=1, help="Tasks per session (world default 10)."),
     alpha: float = typer.Option(0.1, "--alpha", min=0.0, max=1.0, help="EMA rate: how far one success moves the global adapter."),

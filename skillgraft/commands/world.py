@@ -17,7 +17,7 @@ from skillgraft.sandbox.base import SandboxKind
 app = typer.Typer(help="SkillWorld: generated repo tasks in bug families, their skills, an expert, a tiny policy.",
                   no_args_is_help=True)
 
-FamiliesOption = typer.Option(None, "--families", "-f", help="Families or groups (seen, skill-only, drill, all); repeatable. Default: all (seen and skill-only; drills are for training).")
+FamiliesOption = typer.Option(None, "--families", "-f", help="Families or groups (seen, skill-only, drill, learning, all); repeatable. Default: all (seen and skill-only; drills are for training, learning families for `skillgraft learn`).")
 
 
 def _families(names: Optional[list[str]]) -> list[str]:

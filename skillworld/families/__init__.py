@@ -5,6 +5,10 @@ context, some without). Skill-only families never do: only their skill text exis
 a policy can solve them only through the skill, which is what the evaluation measures.
 Drill families (drills.py) are for training only: many one-token swaps that only their skill
 explains, so that the policy learns to read a skill instead of recalling a family's edit.
+Learning families have no skill and no training data, yet are near enough to what the policy
+knows that it solves some of their tasks: a success there is what online learning summarises
+into a skill. They are not background code in other tasks, so adding one changes no other
+family's tasks.
 
 A family is one module of this package that declares FAMILY, with its group and its order; the
 package finds them, and the lists below are derived from what they declare.
@@ -39,13 +43,13 @@ def discover(path: Iterable[str], package: str) -> list[Family]:
 
 FAMILIES: dict[str, Family] = {f.name: f for f in discover(__path__, __name__)} | DRILL_FAMILIES
 GROUPS: dict[str, list[str]] = {g: [name for name, f in FAMILIES.items() if f.group == g] for g in GROUP_NAMES}
-SEEN, SKILL_ONLY, DRILL = GROUPS["seen"], GROUPS["skill-only"], GROUPS["drill"]
+SEEN, SKILL_ONLY, DRILL, LEARNING = GROUPS["seen"], GROUPS["skill-only"], GROUPS["drill"], GROUPS["learning"]
 BENCHMARK = SEEN + SKILL_ONLY  # what "all" means: the families the evaluation reports on
 
 
 def resolve(names: list[str] | None) -> list[str]:
     """Family names from a mix of family names and group names ("seen", "skill-only", "drill",
-    "all"); "all", and no names at all, mean the seen and skill-only families."""
+    "learning", "all"); "all", and no names at all, mean the seen and skill-only families."""
     if not names:
         return list(BENCHMARK)
     out: list[str] = []
@@ -62,4 +66,4 @@ def resolve(names: list[str] | None) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-__all__ = ["FAMILIES", "SEEN", "SKILL_ONLY", "DRILL", "BENCHMARK", "GROUPS", "Family", "Planted", "discover", "resolve"]
+__all__ = ["FAMILIES", "SEEN", "SKILL_ONLY", "DRILL", "LEARNING", "BENCHMARK", "GROUPS", "Family", "Planted", "discover", "resolve"]

@@ -55,8 +55,10 @@ class Planted:
 
 
 # Seen families appear in the policy's training data; skill-only ones never do (only their skill
-# text exists); drills are for training only (see skillworld.families).
-GROUP_NAMES = ("seen", "skill-only", "drill")
+# text exists); drills are for training only; learning families have neither training data nor a
+# skill: what online learning is for (see skillworld.families).
+GROUP_NAMES = ("seen", "skill-only", "drill", "learning")
+TRAINED_ON = ("seen", "skill-only", "drill")  # what the default model's recipe digest covers
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,18 @@ def skill_why(name: str, what: str = "function") -> str:
     whose text up to `s/` the command repeats, which is the easiest thing for a small model to
     copy."""
     return f"the {what} {name} has the bug the skill describes; make the skill's edit."
+
+
+def pinned_constant(family: str, name: str, wrong: str, right: str) -> Planted:
+    """A module constant `name = wrong` that a test pins to `right` (both as written in code).
+    The edit is anchored at the line's end, so a value that begins another (0.1, 0.15) is safe."""
+    return Planted(
+        family=family, name=name, lookup=f"{name} =",
+        buggy=[f"{name} = {wrong}"], fixed=[f"{name} = {right}"],
+        test=[f"def test_{name}():", f"    assert {name} == {right}"],
+        bug_line=0, old=f"{name} = {wrong}$", new=f"{name} = {right}",
+        why=f"the constant {name} is {wrong}; the test pins {right}.",
+    )
 
 
 def literal(value: object) -> str:
