@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 SKILL_MODES = tuple(m.value for m in SkillMode)
 # The global adapter's weight when compiled skills join it. A compiled skill moves the weights about
 # as far as the policy tolerates: on the default model, teacher-forced edit commands stay as right
-# as without any adapter with one compiled skill at 1.5x, and fall from 18/18 to 1/18 at 2x. The
+# as without any adapter with one compiled skill at 1.5x (18/18), and fall to 1/9 at 2x. The
 # global adapter, an average of compiled skills, is that large too, so the two joined at full
 # weight broke it (6/18); the global at half weight beside a skill kept 18/18 and did not weaken
 # the skill. bench_skill_forms measures the rule on held-out tasks.

@@ -1,11 +1,12 @@
 """A key/value cache that grows in place: decoding appends a token without copying the past.
 
 transformers' DynamicCache appends each new token's keys and values with `torch.cat`, which
-copies every cached token of every layer at every step: at 1,700 tokens of conversation on a
-135M model that is about a fifth of a decoding step on 2 CPU threads. Here each layer keeps a
-buffer with room to spare (doubled when full), writes the new states into it and hands the
-attention a view of the filled part, so a step copies only its own token. The states are the
-same numbers either way; only where they are kept differs.
+copies every cached token of every layer at every step, a cost that grows with the conversation.
+Here each layer keeps a buffer with room to spare (doubled when full), writes the new states into
+it and hands the attention a view of the filled part, so a step copies only its own token. The
+states are the same numbers either way; only where they are kept differs. On the default model
+(2 CPU threads) a decoding step gets 2% faster at 500 tokens and 7% at 4,000 (bench_kv_cache):
+the step itself is mostly reading the weights.
 
 Used for models whose layers all attend to the whole context; a model with sliding-window
 layers keeps transformers' own cache (`growing_cache` returns None).
