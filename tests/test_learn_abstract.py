@@ -51,3 +51,19 @@ def test_a_common_word_the_run_read_in_the_code_is_a_placeholder_in_the_edit():
 def test_values_in_a_run_become_placeholders_and_the_rest_stays(failure, find, edit, want):
     pairs = recipe(Step("Run the tests.", TESTS, failure), Step(*find), Step(*edit, ""))
     assert {i: pairs[i] for i in want} == want
+
+
+def test_what_the_skill_told_the_agent_stays_as_written_though_the_code_shows_it():
+    steps = [
+        Step("Run the tests.", TESTS, "FAILED tests/test_a.py::test_blend_levels - assert 'TALL' == 'tall'"),
+        Step("Find blend_levels.", 'grep -rn -A 3 "def blend_levels(" .',
+             "./a.py:4:def blend_levels(name):\n./a.py-5-    return name.upper().lower_first()"),
+        Step("Make the skill's edit.", "sed -i '/def blend_levels(/,/^$/s/.upper()/.lower()/' ./a.py", ""),
+    ]
+    episode = Episode("t", INSTRUCTION, steps, True)
+    told = "3. Find the line with `.upper()` and call .lower() instead."
+    pairs, _ = abstract_steps(episode, steps, told=told)
+    assert pairs[2][1] == "sed -i '/def NAME(/,/^$/s/.upper()/.lower()/' FILE"
+    # without the skill's text, `upper` is only a word the run read in the code: an instance value
+    pairs, _ = abstract_steps(episode, steps)
+    assert pairs[2][1] == "sed -i '/def NAME(/,/^$/s/.NAME2()/.lower()/' FILE"

@@ -168,21 +168,25 @@ def _learned_from(text: str) -> set[str]:
     return _seen_words(text) | _seen_numbers(text) | set(_PATH.findall(text))
 
 
-def abstract_steps(episode: Episode, steps: list[Step], style: str = "upper") -> tuple[list[tuple[str, str]], Abstraction]:
+def abstract_steps(episode: Episode, steps: list[Step], style: str = "upper",
+                   told: str = "") -> tuple[list[tuple[str, str]], Abstraction]:
     """(thought, command) pairs with instance values replaced, and the mapping used.
 
     A value counts as instance-specific only once it has been shown to the agent, so the
-    mapping grows step by step in the order the agent learned things.
+    mapping grows step by step in the order the agent learned things. A word the skill text
+    `told` it is method, not instance, even where a task's output shows it too: a recipe that
+    says to replace `.upper()` keeps `.upper()`, though every task's code holds it.
     """
     abstraction = Abstraction(style=style)
-    known = dict.fromkeys(_learned_from(episode.instruction), "the task instruction")
+    method = _seen_words(told)  # words only: a number in a skill (`tail -n 2`) too often is also a task's value
+    known = dict.fromkeys(_learned_from(episode.instruction) - method, "the task instruction")
     out: list[tuple[str, str]] = []
     for i, step in enumerate(steps, 1):
         # The command first: its syntax says best what a value is (a sed address is a line).
         command = abstract_text(step.command, abstraction, known, command=True)
         thought = abstract_text(_first_sentence(step.thought), abstraction, known)
         out.append((abstraction.render(thought), abstraction.render(command)))
-        for value in _learned_from(step.output):
+        for value in _learned_from(step.output) - method:
             known.setdefault(value, f"the output of step {i}")
     return out, abstraction
 

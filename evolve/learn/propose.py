@@ -106,14 +106,14 @@ class OfflineGenerator:
             return None
         edit = rng.choice(edits)
         if edit == "splice":
-            section = self.summariser.recipe_section(rng.choice(wins))
+            section = self.summariser.recipe_section(rng.choice(wins), told=text)
             if SECTION_RE.search(doc.body):
                 body = SECTION_RE.sub(lambda _m: section, doc.body)
             else:
                 body = doc.body.rstrip("\n") + "\n\n" + section
         elif edit == "insert":
             win = rng.choice(wins)
-            pairs, _ = abstract_steps(win, useful_steps(win))
+            pairs, _ = abstract_steps(win, useful_steps(win), told=text)
             fresh = [p for p in pairs if not any(p[1] in b for b in blocks)]
             if not fresh:
                 return None

@@ -33,7 +33,7 @@ class OfflineSummariser:
     def summarise(self, episode: Episode, skill_name: str, previous: str | None = None) -> str:
         if not episode.success:
             raise SummaryError(f"{episode.task_id}: only successful runs are summarised")
-        section = self.recipe_section(episode)
+        section = self.recipe_section(episode, told=previous or "")
         if previous:
             doc = parse(previous, folder_name=skill_name)
             body = doc.body.rstrip("\n") + "\n"
@@ -59,11 +59,13 @@ class OfflineSummariser:
             text = render(front, body)
         return check_skill_text(text, skill_name)
 
-    def recipe_section(self, episode: Episode) -> str:
+    def recipe_section(self, episode: Episode, told: str = "") -> str:
+        """The numbered steps of a successful run, its particulars as placeholders; `told` is the
+        skill text the recipe extends, whose words stay as they are."""
         steps = useful_steps(episode)
         if not steps:
             raise SummaryError(f"{episode.task_id}: the run has no commands to learn from")
-        pairs, abstraction = abstract_steps(episode, steps, self.style)
+        pairs, abstraction = abstract_steps(episode, steps, self.style, told)
         kept: list[tuple[str, str]] = []
         for thought, command in pairs:
             if kept and kept[-1][1] == command:  # a repeated command adds nothing to the recipe
