@@ -114,7 +114,7 @@ def forgetting(store, model, args, cache: Path) -> None:
     tasks side by side; prints both rates with intervals and the difference in points."""
     from skillgraft.agent.episodes import EpisodeJob
     from skillgraft.agent.loadout import NOTHING, SkillMode, make_loadout
-    from skillgraft.evolve.intervals import wilson
+    from skillgraft.evolve.intervals import rate_text
     from skillgraft.skillworld.families import SEEN
     from skillgraft.skillworld.generate import HELDOUT_START, generate
 
@@ -131,11 +131,12 @@ def forgetting(store, model, args, cache: Path) -> None:
     solved = {"none": 0, "global": 0}
     for job, result in runner.run_all(jobs):
         solved[job.tag] += result.success
+    if runner is not args.episodes:
+        runner.close()
     n = len(tasks)
     print(f"\nseen families, {n} held-out tasks, no adapter vs the final global adapter (v{head.version}) of learning on:")
     for label in ("none", "global"):
-        lo, hi = wilson(solved[label], n)
-        print(f"  {label:>6}: {solved[label]}/{n} = {solved[label] / n:.1%} [{lo:.1%}-{hi:.1%}]")
+        print(f"  {label:>6}: {rate_text(solved[label], n)}")
     print(f"  global - none: {100 * (solved['global'] - solved['none']) / n:+.1f} points (goal: no more than 2 below)")
 
 

@@ -61,7 +61,7 @@ def main() -> None:
     from skillgraft.agent.episodes import EpisodeJob, LocalEpisodes
     from skillgraft.agent.loadout import make_loadout
     from skillgraft.agent.models.factory import make_model
-    from skillgraft.evolve.intervals import wilson
+    from skillgraft.evolve.intervals import rate_text
     from skillgraft.evolve.learn.refine import AgentVerifier, Refiner
     from skillgraft.evolve.learn.roles import make_compiler, make_generator
     from skillgraft.settings import load_settings
@@ -91,8 +91,7 @@ def main() -> None:
     def solved(store: Store, version: SkillVersion, label: str) -> int:
         jobs = [EpisodeJob(t, loadout(store, version)) for t in test]
         wins = sum(result.success for _, result in runner.run_all(jobs))
-        lo, hi = wilson(wins, len(test))
-        print(f"  {label}: {wins}/{len(test)} = {wins / len(test):.0%} [{lo:.0%}-{hi:.0%}]", flush=True)
+        print(f"  {label}: {rate_text(wins, len(test))}", flush=True)
         return wins
 
     with tempfile.TemporaryDirectory(prefix="bench-refine-") as tmp:
@@ -101,11 +100,12 @@ def main() -> None:
         t0 = time.monotonic()
         good = store.add_version(recipe.name, recipe.text, origin="authored")
         jobs = [EpisodeJob(t, loadout(store, good), work / "runs" / f"{t.id}.json") for t in history]
+        wins = 0
         for job, result in runner.run_all(jobs):
             assert job.trajectory_path is not None
             store.add_trajectory(job.trajectory_path, job.task.id, job.task.family, result.exit_status, result.reward,
                                  result.cost, result.steps, result.timings, [saved_id(good.id)], [])
-        wins = sum(row.reward >= 1.0 for row in store.trajectories(skill=recipe.name))
+            wins += result.success
         print(f"{args.family}: {recipe.name} v1 solved {wins}/{len(history)} of its history tasks", flush=True)
         bad = store.add_version(recipe.name, start, origin="authored", parent_id=good.id)
         print(f"v2, the bad edit; {args.rounds} rounds of {args.generator} refinement in {args.skill_mode} mode, "

@@ -15,6 +15,12 @@ def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def rate_text(successes: int, n: int) -> str:
+    """"3/6 = 50% [19%, 81%]": a success count, its rate and the rate's 95% Wilson interval."""
+    lo, hi = wilson(successes, n)
+    return f"{successes}/{n} = {successes / n if n else 0.0:.0%} [{lo:.0%}, {hi:.0%}]"
+
+
 class SuccessRate:
     """For records with `successes` and `episodes`: the rate and its 95% interval."""
 

@@ -127,6 +127,8 @@ def learn(
 
 
 def _table(points, reports) -> Table:
+    from skillgraft.evolve.intervals import rate_text
+
     table = Table(title="Success per session (95% Wilson interval)")
     table.add_column("session", justify="right")
     for label in points:
@@ -137,9 +139,7 @@ def _table(points, reports) -> Table:
     for i in range(max(len(v) for v in points.values())):
         row = [str(i + 1)]
         for label, pts in points.items():
-            p = pts[i]
-            lo, hi = p.interval
-            row.append(f"{p.successes}/{p.episodes} = {p.rate:.0%} [{lo:.0%}, {hi:.0%}]")
+            row.append(rate_text(pts[i].successes, pts[i].episodes))
         if "on" in reports:
             r = reports["on"][i]
             row.append(str(sum(1 for o in r.outcomes if o.learned)))
