@@ -218,3 +218,30 @@ def test_the_next_turn_reuses_the_cached_prefix_and_answers_as_without_it(tiny, 
     cold.load_adapter(lora)
     cold._cache = None
     assert reply.content == cold.query(chat).content
+
+
+def test_prompt_lookup_checks_drafts_in_fewer_passes_and_answers_as_plain_greedy(tiny, lora):
+    """Drafts copied from the conversation are kept only where the model would have chosen them:
+    turn after turn, from a kept cache, with and without an adapter, the replies are transformers'
+    plain greedy decoding's, reached in fewer forward passes than they have tokens."""
+    drafting = make_model(f"hf:{tiny}", max_new_tokens=40)
+    plain = make_model(f"hf:{tiny}", max_new_tokens=40, lookup_tokens=0, reuse_cache=False)
+    assert drafting.lookup_tokens > 0
+    passes = []
+    hook = drafting._base.register_forward_hook(lambda *_: passes.append(1))
+    for adapter in (None, lora):
+        if adapter:
+            drafting.load_adapter(adapter)
+            plain.load_adapter(adapter)
+        chat = list(MESSAGES)
+        for turn in range(3):
+            passes.clear()
+            reply = drafting.query(chat)
+            assert reply.content == plain.query(chat).content
+            assert len(passes) < reply.usage["completion_tokens"], (len(passes), reply.usage)
+            assert (reply.usage["cached_tokens"] > 0) == (turn > 0)
+            chat += [{"role": "assistant", "content": reply.content},
+                     {"role": "user", "content": prompts.observation("cat slugify.py\n" * 3, 0)}]
+    hook.remove()
+    with pytest.raises(ModelError, match="lookup_tokens"):
+        make_model(f"hf:{tiny}", lookup_tokens=-1)

@@ -17,6 +17,7 @@ from skillgraft.agent.models.base import ModelError, ModelReply
 # threads loading at once can leave one model on the meta device, and its lazy imports are not
 # safe to race either: one load (and first import) at a time.
 _LOADING = threading.Lock()
+LOOKUP_TOKENS = 10  # drafted per step in greedy decoding (lookup_decoding)
 # Used when a tokenizer has no chat template: short role tags the bundled tiny policy is trained on.
 PLAIN_ROLE_TAGS = {"system": "<|system|>", "user": "<|user|>", "assistant": "<|assistant|>", "tool": "<|tool|>"}
 
@@ -39,6 +40,10 @@ class HFModel:
     longest common prefix of token ids decides what is reused). Loading or unloading an
     adapter drops it, since the cached states were computed with other weights. The cache grows
     in place (`kv_cache.GrowingCache`), so a decoding step does not copy the whole conversation.
+
+    lookup_tokens: in greedy decoding, up to this many next tokens are drafted by copying from
+    the conversation and checked in one forward pass (`lookup_decoding`); the tokens chosen are
+    the greedy ones either way. 0 turns it off; sampling never uses it.
     """
 
     def __init__(
@@ -52,6 +57,7 @@ class HFModel:
         dtype: str | None = None,
         seed: int = 0,
         reuse_cache: bool = True,
+        lookup_tokens: int = LOOKUP_TOKENS,
     ):
         import torch
 
@@ -75,6 +81,9 @@ class HFModel:
         self._model = self._base
         self.adapter_dir: Path | None = None
         self.reuse_cache = reuse_cache
+        if lookup_tokens < 0:
+            raise ModelError(f"{self.name}: lookup_tokens must be 0 (off) or more, not {lookup_tokens}")
+        self.lookup_tokens = lookup_tokens
         self._cache: tuple[list[int], Any] | None = None  # (token ids the cache holds, the cache)
         self._lock = threading.Lock()
         limit = getattr(self._base.config, "max_position_embeddings", None) or 2048
@@ -193,6 +202,7 @@ class HFModel:
         import torch
 
         from skillgraft.agent.models.kv_cache import growing_cache
+        from skillgraft.agent.models.lookup_decoding import greedy_with_lookup, plain_argmax, stop_ids
 
         ids, dropped = self.prompt_ids(messages)
         if not ids:
@@ -206,20 +216,26 @@ class HFModel:
             cache, reused = self._reusable(ids)
             if cache is None:
                 cache = growing_cache(self._base.config)
-            out = self._model.generate(
-                input_ids=input_ids,
-                attention_mask=torch.ones_like(input_ids),
-                max_new_tokens=self.max_new_tokens,
-                do_sample=sampling,
-                temperature=self.temperature if sampling else None,
-                top_p=None,
-                top_k=None,
-                pad_token_id=pad,
-                return_dict_in_generate=True,
-                **({"cache": cache} if cache is not None else {}),  # None: the model's own kind of cache
-            )
-            sequence = out.sequences[0].tolist()
-            kept = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+            if self.lookup_tokens and not sampling and cache is not None and plain_argmax(self._base.generation_config):
+                sequence = greedy_with_lookup(self._model, ids, cache, max_new_tokens=self.max_new_tokens,
+                                              lookup_tokens=self.lookup_tokens,
+                                              stop=stop_ids(self._base.generation_config), device=self.device)
+                kept = cache
+            else:
+                out = self._model.generate(
+                    input_ids=input_ids,
+                    attention_mask=torch.ones_like(input_ids),
+                    max_new_tokens=self.max_new_tokens,
+                    do_sample=sampling,
+                    temperature=self.temperature if sampling else None,
+                    top_p=None,
+                    top_k=None,
+                    pad_token_id=pad,
+                    return_dict_in_generate=True,
+                    **({"cache": cache} if cache is not None else {}),  # None: the model's own kind of cache
+                )
+                sequence = out.sequences[0].tolist()
+                kept = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
             if kept is not None and self.reuse_cache:
                 self._cache = (sequence[:kept.get_seq_length()], kept)
         new = sequence[len(ids):]
