@@ -52,7 +52,7 @@ def main() -> None:
     from skillgraft.skillworld.expert import ExpertModel
     from skillgraft.skillworld.recipe import BASE
 
-    console = Console()
+    console = Console(width=120)
     models_dir = args.models_dir or load_settings().models
     policy = args.policy or ensure_policy(models_dir)
     rows = args.rows.split(",")
