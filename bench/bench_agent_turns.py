@@ -101,8 +101,7 @@ def main() -> None:
                       f"{statistics.mean(c for _, c, *_ in cached):.0f}", f"{statistics.mean(r for *_, r in cached):.0f}",
                       *(f for a, b in (times[:2], times[2:]) for f in (f"{a:.2f}", f"{b:.2f}", f"{a / b:.2f}×")))
     spent = [sum(s for (n, _), calls in per_turn.items() if n == name for _, _, s, _ in calls) for name in names]
-    table.add_row("all", "", "", "", *(f for a, b in (spent[:2], spent[2:]) for f in (f"{a:.1f}", f"{b:.1f}", f"{a / b:.2f}×")),
-                  end_section=False)
+    table.add_row("all", "", "", "", *(f for a, b in (spent[:2], spent[2:]) for f in (f"{a:.1f}", f"{b:.1f}", f"{a / b:.2f}×")))
     console = Console(width=140)
     console.print(table)
     console.print(f"all turns, prompt lookup against none: re-reading {spent[2] / spent[0]:.2f}×, cached {spent[3] / spent[1]:.2f}×")

@@ -26,7 +26,7 @@ def test_plain_argmax_only_without_settings_that_reshape_logits():
     assert not plain_argmax(GenerationConfig(no_repeat_ngram_size=3))
 
 
-def test_the_loop_leaves_the_cache_holding_every_token_but_the_last(tmp_path):
+def test_the_loop_leaves_the_cache_holding_every_token_but_the_last():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
@@ -41,7 +41,7 @@ def test_the_loop_leaves_the_cache_holding_every_token_but_the_last(tmp_path):
         fresh = model(input_ids=torch.tensor([sequence[:-1]]), use_cache=True).cache
     for layer, other in zip(cache.layers, fresh.layers):
         assert torch.allclose(layer.keys, other.keys, atol=1e-5) and torch.allclose(layer.values, other.values, atol=1e-5)
-    plain = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, min_new_tokens=12)
+    plain = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False)
     assert sequence == plain[0].tolist()
     keep_first(cache, 4)
     assert cache.get_seq_length() == 4
