@@ -127,11 +127,11 @@ def forgetting(store, model, args, cache: Path) -> None:
     first = HELDOUT_START + 50_000 + 1_000 * args.seed  # a block no session or validation task comes from
     tasks = [generate(f, first + i).task() for f in SEEN for i in range(args.forgetting_per_family)]
     jobs = [EpisodeJob(t, loadout, tag=label) for t in tasks for label, loadout in (("none", NOTHING), ("global", adapter))]
-    runner = args.episodes or LocalEpisodes(lambda: model)
+    runner = args.episodes or LocalEpisodes(lambda: model)  # the sessions' own runner where there is one
     solved = {"none": 0, "global": 0}
     for job, result in runner.run_all(jobs):
         solved[job.tag] += result.success
-    if runner is not args.episodes:
+    if args.episodes is None:  # started here, so closed here
         runner.close()
     n = len(tasks)
     print(f"\nseen families, {n} held-out tasks, no adapter vs the final global adapter (v{head.version}) of learning on:")

@@ -207,11 +207,9 @@ class HFModel:
         ids, dropped = self.prompt_ids(messages)
         if not ids:
             raise ModelError(f"{self.name}: empty prompt")
-        input_ids = torch.tensor([ids], device=self.device)
         sampling = self.temperature > 0
         if sampling:
             torch.manual_seed(self.seed)
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         with self._lock, torch.no_grad():
             cache, reused = self._reusable(ids)
             if cache is None:
@@ -222,6 +220,8 @@ class HFModel:
                                               stop=stop_ids(self._base.generation_config), device=self.device)
                 kept = cache
             else:
+                input_ids = torch.tensor([ids], device=self.device)
+                pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
                 out = self._model.generate(
                     input_ids=input_ids,
                     attention_mask=torch.ones_like(input_ids),
