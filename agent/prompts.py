@@ -1,7 +1,7 @@
 """The text the model sees: system prompt, task prompt, observations, and action parsing.
 
-Kept short on purpose: the bundled tiny policy reads these same strings, and every token of
-boilerplate costs it context.
+Kept short on purpose: the default model's policy is trained on these same strings, and every
+token of boilerplate costs a small model context.
 """
 from __future__ import annotations
 

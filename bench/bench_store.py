@@ -5,7 +5,8 @@
 
 Each figure is printed beside its baseline, measured in the same run:
   import     batched transactions (and one durability barrier per batch) vs one commit per skill
-  embedding  one skill per call vs batches of 4 to 64 (skills per second), and where a call's time goes
+  embedding  one skill per call vs batches of 4 to 64 (skills per second), and where a call's time goes;
+             the model's work in GFLOP/s against ONNX Runtime's own matrix product on the same threads
   retrieval  every skill embedded for real (a progress bar; --random-vectors skips it for a quick run)
              top-5 from the in-memory matrix vs recomputing from the database rows
 Baselines that would take too long at full size run on a sample and are extrapolated; the
@@ -14,6 +15,7 @@ output says so wherever it happens.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -26,7 +28,7 @@ import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from skillgraft.skills import Store
-from skillgraft.skills.embedder import BATCH, MiniLMEmbedder, embedding_key, skill_text
+from skillgraft.skills.embedder import BATCH, MiniLMEmbedder, embedding_key, minilm_path, skill_text
 from sqlmodel import func, select
 
 from skillgraft.skills.schema import Embedding, SkillVersion
@@ -89,6 +91,40 @@ def bench_import(work: Path, tree: Path, n: int, sample: int, batch: int) -> Sto
     return store
 
 
+def encoder_flops(config: dict, tokens: int) -> int:
+    """Floating-point operations of one text of `tokens` tokens through a BERT-style encoder's layers:
+    the four attention projections, the two feed-forward products and the attention itself."""
+    d, ffn, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    return layers * (2 * tokens * (4 * d * d + 2 * d * ffn) + 4 * tokens * tokens * d)
+
+
+def matmul_rate(threads: int, d: int, ffn: int, repeats: int = 20) -> float:
+    """The best GFLOP/s ONNX Runtime's own matrix product reaches here at the encoder's largest
+    shape (rows × d times d × ffn), on the embedder's threads: what the model's work could run at
+    if nothing but that product were done, however many texts a call held."""
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((d, ffn), dtype=np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "matmul",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, d])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, ffn])], initializer=[weight])
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = onnxruntime.InferenceSession(helper.make_model(graph).SerializeToString(), options,
+                                           providers=["CPUExecutionProvider"])
+    best = 0.0
+    for rows in (128, 512, 2048):
+        x = rng.standard_normal((rows, d), dtype=np.float32)
+        session.run(None, {"x": x})
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            session.run(None, {"x": x})
+        best = max(best, 2 * rows * d * ffn * repeats / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
 def bench_embedding(store: Store, embedder: MiniLMEmbedder, sample: int, single_sample: int) -> float:
     """Texts per second one at a time and at several batch sizes; returns the rate at the store's BATCH."""
     print("\n== embedding (all-MiniLM-L6-v2 on ONNX Runtime, CPU) ==")
@@ -96,19 +132,32 @@ def bench_embedding(store: Store, embedder: MiniLMEmbedder, sample: int, single_
     texts = [skill_text(v.skill_name, v.description, v.body) for v in versions]
     embedder.encode(texts[:8])  # load the model outside the timings
     session, tokenizer = embedder._load()
-    tokens = [len(e.ids) for e in tokenizer.encode_batch(texts[:256])]
+    tokens = [len(e.ids) for e in tokenizer.encode_batch(texts)]
+    config = json.loads((minilm_path() / "config.json").read_text())
+    work = [encoder_flops(config, n) for n in tokens]  # the real tokens only, not the padding
     t0 = time.perf_counter()
     for t in texts[:single_sample]:
         embedder.encode([t])
-    single_rate = single_sample / (time.perf_counter() - t0)
-    print(f"one skill per call:  {single_rate:7.1f} skills/s   [{single_sample:,} skills, {statistics.mean(tokens):.0f} tokens each]")
-    rates = {}
+    seconds = time.perf_counter() - t0
+    single_rate, single_gflops = single_sample / seconds, sum(work[:single_sample]) / seconds / 1e9
+    print(f"one skill per call:  {single_rate:7.1f} skills/s   [{single_sample:,} skills, {statistics.mean(tokens):.0f} tokens each]"
+          f"   {single_gflops:5.1f} GFLOP/s")
+    rates, best_gflops = {}, single_gflops
     for size in sorted({4, BATCH, 16, 64}):
         t0 = time.perf_counter()
         embedder.encode(texts, batch_size=size)
-        rates[size] = len(texts) / (time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        rates[size], gflops = len(texts) / seconds, sum(work) / seconds / 1e9
+        best_gflops = max(best_gflops, gflops)
         print(f"{size:3d} per call:         {rates[size]:7.1f} skills/s   ({rates[size] / single_rate:.2f}x one per call)"
-              + ("   <- the store's batch size" if size == BATCH else ""))
+              f"   {gflops:5.1f} GFLOP/s" + ("   <- the store's batch size" if size == BATCH else ""))
+    # The ceiling on batching: the model's work at the rate of its largest product alone.
+    threads = session.get_session_options().intra_op_num_threads
+    ceiling = matmul_rate(threads, config["hidden_size"], config["intermediate_size"])
+    print(f"ceiling: ONNX Runtime's matrix product alone, {config['hidden_size']}x{config['intermediate_size']} weights, "
+          f"{threads} threads: {ceiling:5.1f} GFLOP/s. One skill per call already runs at {100 * single_gflops / ceiling:.0f}% "
+          f"of it (the best batch at {100 * best_gflops / ceiling:.0f}%): even a batch whose every product ran at that rate "
+          f"would be only {ceiling / single_gflops:.1f}x faster than one per call on this machine")
     # Where the time of one call goes: tokenising and padding against the model itself.
     chunk = texts[:BATCH]
     t0 = time.perf_counter()

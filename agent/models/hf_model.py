@@ -18,7 +18,7 @@ from skillgraft.agent.models.base import ModelError, ModelReply
 # safe to race either: one load (and first import) at a time.
 _LOADING = threading.Lock()
 LOOKUP_TOKENS = 10  # drafted per step in greedy decoding (lookup_decoding)
-# Used when a tokenizer has no chat template: short role tags the bundled tiny policy is trained on.
+# Used when a tokenizer has no chat template (a policy trained from scratch, as the tests build): short role tags.
 PLAIN_ROLE_TAGS = {"system": "<|system|>", "user": "<|user|>", "assistant": "<|assistant|>", "tool": "<|tool|>"}
 
 

@@ -14,7 +14,7 @@ from skillgraft.commands.common import (HomeOption, JsonOption, RayOption, Retri
                                        console, err_console, fail, job_exits, settings_from)
 from skillgraft.sandbox.base import SandboxKind
 
-app = typer.Typer(help="SkillWorld: generated repo tasks in bug families, their skills, an expert, a tiny policy.",
+app = typer.Typer(help="SkillWorld: generated repo tasks in bug families, their skills, the expert, and the default model's policy.",
                   no_args_is_help=True)
 
 FamiliesOption = typer.Option(None, "--families", "-f", help="Families or groups (seen, skill-only, drill, learning, all); repeatable. Default: all (seen and skill-only; drills are for training, learning families for `skillgraft learn`).")

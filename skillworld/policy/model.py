@@ -6,7 +6,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 SIZES = {
     # name: (hidden, layers, heads, intermediate)
     "micro": (64, 2, 2, 128),  # for tests: trains in seconds
-    "tiny": (192, 4, 4, 512),  # the default policy, about two million parameters
+    "tiny": (192, 4, 4, 512),  # about two million parameters
     "small": (384, 6, 6, 1024),
 }
 
