@@ -50,7 +50,13 @@ def reap(client: docker.DockerClient | None = None, *, everything: bool = False,
                 container.remove(force=True)
                 removed = True
             except docker.errors.NotFound:
-                removed = True  # its owner removed it meanwhile
+                removed = True  # its owner or another reaper removed it meanwhile
+            except docker.errors.APIError as exc:
+                # Several reapers at once (each worker of a cluster reaps its host as it starts):
+                # the engine refuses a second removal of a container while the first is under way.
+                if exc.status_code != 409:
+                    raise
+                reason, removed = f"{reason}; another reaper was already removing it", True
         report.append(
             Leftover(
                 container_id=container.id,

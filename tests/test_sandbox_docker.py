@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,8 @@ import pytest
 
 from skillgraft.sandbox.base import LABEL, SandboxError, SandboxLimits, SandboxUnavailable, open_sandbox
 from skillgraft.sandbox.docker_backend import DockerSandbox
-from skillgraft.sandbox.lifecycle import OWNER_PID
+from skillgraft.sandbox.lifecycle import OWNER_HOST, OWNER_PID
+from skillgraft.sandbox.image_names import IMAGE_TAG
 from skillgraft.sandbox.reap import reap
 from sandbox_support import NETWORK_PROBE, calc_repo
 
@@ -243,6 +245,32 @@ def test_reap_removes_leftover_of_a_killed_run_and_keeps_live_ones(client, repo)
         assert exists(client, live.container.id)
     assert not exists(client, leftover)
     assert any(item.container_id == leftover and not item.removed for item in preview)
+
+
+def test_reapers_at_once_each_finish_and_leave_no_leftover(client):
+    """Each worker of a cluster reaps its host as it starts, so reapers meet on the same leftovers."""
+    dead_owner = {LABEL: "1", OWNER_PID: "0", OWNER_HOST: socket.gethostname()}  # pid 0 is never a process
+    for _ in range(3):
+        leftovers = [client.containers.run(IMAGE_TAG, ["sleep", "300"], detach=True, labels=dead_owner,
+                                           network_mode="none").id for _ in range(3)]
+        start, reports, errors = threading.Barrier(4), [], []
+
+        def reaper():
+            start.wait()
+            try:
+                reports.append(reap(client))
+            except Exception as exc:  # noqa: BLE001 - the test reports what any reaper raised
+                errors.append(exc)
+
+        threads = [threading.Thread(target=reaper) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert not any(exists(client, c) for c in leftovers)
+        removed = {item.container_id for report in reports for item in report if item.removed}
+        assert set(leftovers) <= removed
 
 
 def test_missing_image_says_how_to_build_it(repo):
