@@ -191,9 +191,10 @@ class HFModel:
             same += 1
         if same == 0:
             return None, 0
+        from skillgraft.agent.models.lookup_decoding import keep_first
+
         try:
-            if same < cache.get_seq_length():
-                cache.crop(same - cache.get_seq_length())  # a negative count removes that many tokens
+            keep_first(cache, same)
         except (RuntimeError, ValueError):  # a sliding-window layer that cannot roll back
             return None, 0
         return cache, same
