@@ -25,10 +25,24 @@ def browser() -> Iterator:
 def follow(driver, element) -> None:
     """Clicks a link or submit button and waits until the page it leads to has replaced this one,
     so nothing is read from the page being left."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     leaving = driver.find_element(By.TAG_NAME, "html")
+
+    def left(_driver) -> bool:
+        try:
+            leaving.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as exc:
+            # Asked about a node just as its document goes, chromedriver can answer with this
+            # inspector error instead of a stale reference: the page has been left all the same.
+            if "does not belong to the document" in str(exc):
+                return True
+            raise
+        return False
+
     element.click()
-    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(leaving))
+    WebDriverWait(driver, 30).until(left)
