@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from skillgraft.skillworld.episodes import Episode, run_episodes
-from skillgraft.skillworld.expert import Step, misspelt_old, plan
+from skillgraft.skillworld.expert import Step, can_make, plan
 from skillgraft.skillworld.generate import generate
 
 
@@ -54,8 +54,8 @@ def build_episodes(families: list[str], per_family: int, path: Path, *, first_se
     path.parent.mkdir(parents=True, exist_ok=True)
     done = {r["id"]: r for r in load_records(path)} if path.exists() else {}
     wanted = [generate(f, s) for s in range(first_seed, first_seed + per_family) for f in families]
-    if mistake == "edit-miss":
-        wanted = [wt for wt in wanted if misspelt_old(wt) is not None]
+    if mistake:
+        wanted = [wt for wt in wanted if can_make(wt, mistake)]
     todo = [wt for wt in wanted if record_id(wt.id, mistake) not in done]
     total = len(todo)
     for start in range(0, total, chunk):

@@ -35,10 +35,10 @@ def find_command(wt: WorldTask, name: str | None = None) -> str:
     return f'grep -rn "{lookup}" --exclude-dir=tests .'
 
 
-MISTAKES = ("grep-miss", "edit-miss")
+MISTAKES = ("grep-miss", "edit-miss", "wrong-fix")
 # The turn a mistake replaces: it is shown to the policy in training but never trained on, so the
 # policy learns the recovery that follows a wrong step, not the wrong step itself.
-MISTAKE_TURN = {"grep-miss": 1, "edit-miss": 2}
+MISTAKE_TURN = {"grep-miss": 1, "edit-miss": 2, "wrong-fix": 2}
 
 
 def plan(wt: WorldTask, skill_in_context: bool = False, mistake: str | None = None) -> list[tuple[str, str]]:
@@ -48,7 +48,9 @@ def plan(wt: WorldTask, skill_in_context: bool = False, mistake: str | None = No
 
     mistake: one wrong step, then the recovery. "grep-miss" searches for a misspelt name (nothing
     is found, so the search is repeated with the test's name); "edit-miss" makes the edit with a
-    misspelt old text (sed changes nothing, the tests still fail, so the edit is made again)."""
+    misspelt old text (sed changes nothing, the tests still fail, so the edit is made again);
+    "wrong-fix" makes another family's edit (`wrong_fix`; the tests still fail, so the bug is
+    read again and the right edit made)."""
     p = wt.planted
     why = skill_why(p.name, "function" if p.lookup.startswith("def ") else "constant") if skill_in_context else p.why
     edit = (_sentence(why), f"sed -i '{p.sed_script()}' ./{wt.path}")
@@ -68,7 +70,24 @@ def plan(wt: WorldTask, skill_in_context: bool = False, mistake: str | None = No
         wrong = (edit[0], edit[1].replace(f"s/{p.old}/", f"s/{old}/", 1))
         again = (f"The tests still fail: that edit matched nothing. {edit[0]}", edit[1])
         return [*steps[:2], wrong, ("Run the tests again.", RERUN_TESTS), again, rerun, steps[-1]]
+    if mistake == "wrong-fix":
+        misread = wrong_fix(wt)
+        if misread is None:
+            raise ValueError(f"{wt.id}: no wrong-fix for this task (see wrong_fix)")
+        thought, script = misread
+        wrong = (_sentence(thought), f"sed -i '{script}' ./{wt.path}")
+        again = (f"The tests still fail: that was not the bug. {edit[0]}", edit[1])
+        return [*steps[:2], wrong, ("Run the tests again.", RERUN_TESTS), again, rerun, steps[-1]]
     raise ValueError(f"unknown mistake {mistake!r}; choose one of {', '.join(MISTAKES)}")
+
+
+def can_make(wt: WorldTask, mistake: str) -> bool:
+    """Whether `plan(wt, mistake=mistake)` has that wrong step to make on this task."""
+    if mistake == "edit-miss":
+        return misspelt_old(wt) is not None
+    if mistake == "wrong-fix":
+        return wrong_fix(wt) is not None
+    return True
 
 
 def _misspelt(text: str, wt: WorldTask, avoid: str = "") -> str:
@@ -93,6 +112,30 @@ def misspelt_old(wt: WorldTask) -> str | None:
     bare = p.old.rstrip("$")
     typo = _misspelt(bare, wt, avoid=wt.files[wt.path])
     return typo + p.old[len(bare):] if typo else None
+
+
+def wrong_fix(wt: WorldTask) -> tuple[str, str] | None:
+    """A plausible misreading of a function's bug as another family's, as (thought, sed script),
+    whose sed changes nothing: a subtraction read as swapped arguments of another function of
+    the file, or any other function's bug read as a subtraction. None where no such misreading
+    leaves the file unchanged."""
+    p = wt.planted
+    if not p.lookup.startswith("def "):
+        return None
+    address = f"/{p.lookup}/,/^$/"
+    if p.family == "wrong_operator":
+        others = [line[4:line.index("(")] for line in wt.files[wt.path].splitlines()
+                  if line.startswith("def ") and not line.startswith(p.lookup)]
+        if not others:
+            return None
+        h = random.Random(f"wrong-fix:{wt.id}").choice(others)
+        a, b = p.buggy[0][p.buggy[0].index("(") + 1:p.buggy[0].index(")")].split(", ")
+        return (f"the function {p.name} passes the arguments of {h} in the wrong order; swap them.",
+                f"{address}s/{h}({b}, {a})/{h}({a}, {b})/")
+    block = next(i for i, line in enumerate(p.buggy) if line.startswith(p.lookup))
+    if any(" - " in line for line in p.buggy[block:]):
+        return None
+    return f"the function {p.name} subtracts where it must add; change - to +.", f"{address}s/ - / + /"
 
 
 def _sentence(text: str) -> str:

@@ -30,13 +30,15 @@ class EpisodeSet:
 
 # The mix keeps the families' own fixes (seen episodes without a skill are the largest part),
 # teaches reading a skill (seen episodes with their skill, and drills whose fix only the skill
-# gives), and recovery (episodes with one wrong step, never trained on, and the steps after it).
+# gives), and recovery (episodes with one wrong step, never trained on, and the steps after it:
+# a misspelt search, a misspelt edit, another family's fix).
 EPISODE_SETS = (
     EpisodeSet("seen", "seen", 40),
     EpisodeSet("fixed drills", "fixed-drill", 2),
     EpisodeSet("literal drills", "literal-drill", 30),
     EpisodeSet("seen, wrong search", "seen", 6, first_seed=100, mistake="grep-miss"),
     EpisodeSet("seen, edit that misses", "seen", 6, first_seed=200, mistake="edit-miss"),
+    EpisodeSet("seen, another family's fix", "seen", 6, first_seed=500, mistake="wrong-fix"),
     EpisodeSet("literal drills, edit that misses", "literal-drill", 6, first_seed=300, mistake="edit-miss"),
     EpisodeSet("fixed drills, wrong search", "fixed-drill", 2, first_seed=400, mistake="grep-miss", every=7),
 )
@@ -87,7 +89,7 @@ def world_digest() -> str:
     recipe draws on (learning families, which training never sees, are left out)."""
     from skillgraft.agent.prompts import assistant_reply, instance_prompt, observation, system_prompt
     from skillgraft.skillworld import library
-    from skillgraft.skillworld.expert import MISTAKES, misspelt_old, plan
+    from skillgraft.skillworld.expert import MISTAKES, can_make, plan
     from skillgraft.skillworld.families import FAMILIES
     from skillgraft.skillworld.families.base import TRAINED_ON
     from skillgraft.skillworld.generate import HELDOUT_START, generate
@@ -97,7 +99,7 @@ def world_digest() -> str:
         for seed in (0, 1, HELDOUT_START):
             wt = generate(family, seed)
             plans = [plan(wt), plan(wt, skill_in_context=True)]
-            plans += [plan(wt, mistake=m) for m in MISTAKES if m != "edit-miss" or misspelt_old(wt) is not None]
+            plans += [plan(wt, mistake=m) for m in MISTAKES if can_make(wt, m)]
             tasks.append([wt.id, wt.files, wt.path, plans])
     skills = [[s.name, s.family, s.text] for s in library.every_skill()]
     prompts = [system_prompt(), instance_prompt("TASK", [("NAME", "BODY")]), observation("OUT", 1, True, 3),
