@@ -48,7 +48,9 @@ def test_expert_through_the_agent_loop_matches_bulk_episodes(family):
 
 
 @pytest.mark.parametrize("mistake,family", [("grep-miss", "missing_import"), ("grep-miss", "wrong_constant"),
-                                            ("edit-miss", "misspelt_call"), ("edit-miss", "drill_word")])
+                                            ("edit-miss", "misspelt_call"), ("edit-miss", "drill_word"),
+                                            ("wrong-fix", "wrong_operator"), ("wrong-fix", "swapped_arguments"),
+                                            ("wrong-fix", "missing_return")])
 def test_an_episode_with_a_wrong_step_recovers_and_the_wrong_step_is_never_trained(mistake, family):
     from skillgraft.skillworld.dataset import episode_record, record_steps
     from skillgraft.skillworld.episodes import run_episodes
@@ -72,3 +74,22 @@ def test_an_episode_with_a_wrong_step_recovers_and_the_wrong_step_is_never_train
         assert replies[MISTAKE_TURN[mistake]].get("train") is False
     assert len(record_steps(record, skill_in_context=True)) == len(episode.steps)
 
+
+
+def test_a_wrong_fix_reads_the_bug_as_another_family_and_its_edit_changes_nothing():
+    from skillgraft.skillworld.episodes import run_episodes
+    from skillgraft.skillworld.expert import can_make
+
+    wt = generate("wrong_operator", 3)
+    wrong, again = plan(wt, mistake="wrong-fix")[2], plan(wt, mistake="wrong-fix")[4]
+    assert "in the wrong order; swap them" in wrong[0] and " - " not in wrong[1]
+    assert again == (f"The tests still fail: that was not the bug. {plan(wt)[2][0]}", plan(wt)[2][1])
+    [episode] = run_episodes([wt], backend="local", mistake="wrong-fix")
+    assert episode.success and "1 failed" in episode.steps[3].output  # the wrong edit fixed nothing
+    other = generate("missing_return", 3)
+    assert "subtracts where it must add" in plan(other, mistake="wrong-fix")[2][0]
+    # a constant has no function to misread, so no episode of a constant family makes this mistake
+    constant = generate("wrong_constant", 3)
+    assert not can_make(constant, "wrong-fix") and can_make(constant, "grep-miss")
+    with pytest.raises(ValueError, match="no wrong-fix"):
+        plan(constant, mistake="wrong-fix")
