@@ -75,7 +75,6 @@ def test_an_episode_with_a_wrong_step_recovers_and_the_wrong_step_is_never_train
     assert len(record_steps(record, skill_in_context=True)) == len(episode.steps)
 
 
-
 def test_a_wrong_fix_reads_the_bug_as_another_family_and_its_edit_changes_nothing():
     from skillgraft.skillworld.episodes import run_episodes
     from skillgraft.skillworld.expert import can_make
