@@ -68,17 +68,22 @@ def plan(wt: WorldTask, skill_in_context: bool = False, mistake: str | None = No
         if old is None:
             raise ValueError(f"{wt.id}: no edit-miss for this task (see misspelt_old)")
         wrong = (edit[0], edit[1].replace(f"s/{p.old}/", f"s/{old}/", 1))
-        again = (f"The tests still fail: that edit matched nothing. {edit[0]}", edit[1])
-        return [*steps[:2], wrong, ("Run the tests again.", RERUN_TESTS), again, rerun, steps[-1]]
+        return _edit_again(steps, wrong, f"The tests still fail: that edit matched nothing. {edit[0]}")
     if mistake == "wrong-fix":
         misread = wrong_fix(wt)
         if misread is None:
             raise ValueError(f"{wt.id}: no wrong-fix for this task (see wrong_fix)")
         thought, script = misread
         wrong = (_sentence(thought), f"sed -i '{script}' ./{wt.path}")
-        again = (f"The tests still fail: that was not the bug. {edit[0]}", edit[1])
-        return [*steps[:2], wrong, ("Run the tests again.", RERUN_TESTS), again, rerun, steps[-1]]
+        return _edit_again(steps, wrong, f"The tests still fail: that was not the bug. {edit[0]}")
     raise ValueError(f"unknown mistake {mistake!r}; choose one of {', '.join(MISTAKES)}")
+
+
+def _edit_again(steps: list[tuple[str, str]], wrong: tuple[str, str], thought: str) -> list[tuple[str, str]]:
+    """steps with a wrong edit in place of the edit, a test run that shows it fixed nothing,
+    then the right edit (with this thought) and the rest."""
+    run_tests, find, edit, rerun, submit = steps
+    return [run_tests, find, wrong, ("Run the tests again.", RERUN_TESTS), (thought, edit[1]), rerun, submit]
 
 
 def can_make(wt: WorldTask, mistake: str) -> bool:

@@ -80,9 +80,10 @@ def test_a_wrong_fix_reads_the_bug_as_another_family_and_its_edit_changes_nothin
     from skillgraft.skillworld.expert import can_make
 
     wt = generate("wrong_operator", 3)
-    wrong, again = plan(wt, mistake="wrong-fix")[2], plan(wt, mistake="wrong-fix")[4]
+    steps, right = plan(wt, mistake="wrong-fix"), plan(wt)[2]
+    wrong, again = steps[2], steps[4]
     assert "in the wrong order; swap them" in wrong[0] and " - " not in wrong[1]
-    assert again == (f"The tests still fail: that was not the bug. {plan(wt)[2][0]}", plan(wt)[2][1])
+    assert again == (f"The tests still fail: that was not the bug. {right[0]}", right[1])
     [episode] = run_episodes([wt], backend="local", mistake="wrong-fix")
     assert episode.success and "1 failed" in episode.steps[3].output  # the wrong edit fixed nothing
     other = generate("missing_return", 3)
