@@ -51,6 +51,9 @@ def parse() -> argparse.Namespace:
                         "global adapter) and a new global version only if each does not score below the current "
                         "one on --validation-per-family held-out tasks (of the family, for a skill)")
     p.add_argument("--validation-per-family", type=int, default=2)
+    p.add_argument("--validation-seen-per-family", type=int, default=1,
+                   help="with --gate: held-out tasks of each seen family added to the validation set, so that a "
+                        "global version that costs the families the model already solves is not kept")
     p.add_argument("--workers", type=int, default=1, help="a session's tasks at once (with --ray: workers on the cluster)")
     p.add_argument("--forgetting-per-family", type=int, default=0,
                    help="after the sessions, run N held-out tasks of each seen family with no adapter and with the "
@@ -145,7 +148,7 @@ def main() -> None:
     from skillgraft.agent.models.factory import make_model
     from skillgraft.evolve.learn.roles import make_compiler
     from skillgraft.skillworld.default_model import ensure_hypernet, ensure_policy
-    from skillgraft.skillworld.families import resolve
+    from skillgraft.skillworld.families import SEEN, resolve
     from skillgraft.skillworld.generate import HELDOUT_START, generate
 
     from skillgraft.settings import load_settings
@@ -168,7 +171,11 @@ def main() -> None:
                           lambda f, s: generate(f, s).task(), shuffle_seed=args.seed)
     # The gate's validation tasks: another block of held-out seeds, so they are never session tasks.
     first = HELDOUT_START + 40_000 + 1_000 * args.seed
-    validation = [generate(f, first + i).task() for i in range(args.validation_per_family) for f in families] if args.gate else []
+    validation = []
+    if args.gate:
+        validation = [generate(f, first + i).task() for i in range(args.validation_per_family) for f in families]
+        validation += [generate(f, first + i).task() for i in range(args.validation_seen_per_family) for f in SEEN
+                       if f not in families]
     print(f"{args.sessions} sessions x {args.tasks_per_session} tasks from {', '.join(families)}; "
           f"skill mode {args.skill_mode}, alpha {args.alpha}, rank {args.rank}"
           + (f"; gate on {len(validation)} validation tasks" if args.gate else ""), flush=True)

@@ -89,3 +89,17 @@ def test_learn_refuses_bad_input_with_exit_code_2(tmp_path):
     missing = runner.invoke(app, ["refine", "nope", "--tasks", str(task), "--tasks", str(task), "--home", str(tmp_path),
                                   "--model", f"replay:{replay}"])
     assert missing.exit_code == 2 and "no skill named 'nope'" in " ".join(missing.output.split())
+
+
+def test_world_validation_holds_the_learned_families_and_one_task_of_each_seen_family():
+    from skillgraft.jobs.learning import LearnOptions, plan_sessions
+    from skillgraft.skillworld.families import GROUPS, SEEN
+
+    plan, validation = plan_sessions(LearnOptions(world="skillworld", families=["learning"], sessions=2, per_session=3))
+    learning = set(GROUPS["learning"])
+    session_ids = {t.id for tasks in plan for t in tasks}
+    assert not session_ids & {t.id for t in validation}
+    by_family = {}
+    for t in validation:
+        by_family.setdefault(t.family, []).append(t)
+    assert {f: len(ts) for f, ts in by_family.items()} == {**{f: 2 for f in learning}, **{f: 1 for f in SEEN}}

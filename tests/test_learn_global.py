@@ -191,9 +191,12 @@ def test_learner_killed_mid_step_leaves_store_consistent_and_next_resumes(tmp_pa
 def test_a_refused_candidate_leaves_the_global_as_it_was(tmp_path):
     store = open_store(tmp_path)
     cfg = EmaConfig(alpha=0.5, rank=2 * RANK)
-    first = fold_into_global(store, add_skill_adapter(store, tmp_path, 1), cfg).record
-    second = add_skill_adapter(store, tmp_path, 2)
     seen = []
+    first = fold_into_global(store, add_skill_adapter(store, tmp_path, 1), cfg,
+                             gate=lambda candidate, current: seen.append(current) is None).record
+    assert seen == [None] and first.version == 1  # the first version is weighed against no adapter
+    seen.clear()
+    second = add_skill_adapter(store, tmp_path, 2)
 
     def refuse(candidate: Path, current: Path) -> bool:
         seen.append((to_dense(load_adapter(candidate)[0]), current))

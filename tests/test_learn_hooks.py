@@ -37,18 +37,20 @@ def test_the_gate_runs_validation_with_candidate_and_current_global(parts, tmp_p
     config = LearnConfig(skill_mode="parametric", gate=True, ema=EmaConfig(alpha=0.5, rank=8))
     learner = Learner(store, model, compiler, OfflineSummariser(), config, tmp_path / "work", validation=[v.task()])
 
-    learner.run_session([a.task()])  # no global yet: the first one is committed without a vote
+    learner.run_session([a.task()])
     first = store.latest_global()
-    # the summary was validated compiled (no global to join yet), then became v1 and the global
-    assert first.version == 1 and [p.parent.name for p in model.loaded] == ["compiled"]
+    # the summary was validated compiled (no global to join yet) and became v1; the first global
+    # was validated against no adapter at all (nothing loaded for that run) before it was kept
+    assert first.version == 1 and len(model.loaded) == 2 and model.loaded[0].parent.name == "compiled"
+    assert model.loaded[1].parent.name.startswith("skillgraft-global-")
     model.loaded.clear()
     o = learner.run_session([b.task()]).outcomes[0]
     # the summary of b is v1's text: nothing to validate for the skill; then the run of b (with
-    # global v1), and the validation task under the candidate global and under v1
+    # global v1), and the validation task under v1 and under the candidate global
     assert o.note.startswith("summary unchanged")
     loaded = [p.resolve() for p in model.loaded]
-    assert len(loaded) == 3 and loaded[2] == store.adapter_path(first.id).resolve()
-    assert loaded[1].parent.name.startswith("skillgraft-global-")
+    assert len(loaded) == 3 and loaded[1] == store.adapter_path(first.id).resolve()
+    assert loaded[2].parent.name.startswith("skillgraft-global-")
     # the expert solves the validation task either way: no regression, so the candidate is kept
     assert o.success and o.global_after == 2 and store.latest_global().version == 2
 
@@ -125,12 +127,54 @@ def test_in_parametric_mode_the_gate_validates_the_summary_compiled_beside_the_g
     assert o.success
     name = "off-by-one"
     # the validation task ran with nothing (no skill, no global yet), then with the summary compiled
-    assert len(model.loaded) == 1 and model.loaded[0].parent.name == "compiled"
+    assert model.loaded[0].parent.name == "compiled"
     if model_class is PoolExpert:  # the compiled summary leaves validation as it was: kept and folded
         assert o.learned == f"{name}@v1" and store.latest_global().version == 1
+        assert len(model.loaded) == 2  # and the first global, against no adapter
     else:  # compiled, the summary breaks the validation task: no version, nothing folded
         assert not o.learned and o.note == f"summary of {name} refused by the validation gate"
         assert store.latest_version(name) is None and store.latest_global() is None
+        assert len(model.loaded) == 1
+
+
+class HarmedByGlobals(PoolExpert):
+    """The pool's expert, except that it gives up while a candidate global adapter is active."""
+
+    def __init__(self, hf, tasks):
+        super().__init__(hf, tasks)
+        self.harmed = False
+
+    def load_adapter(self, adapter_dir):
+        super().load_adapter(adapter_dir)
+        self.harmed = Path(adapter_dir).parent.name.startswith("skillgraft-global-")
+
+    def unload_adapter(self):
+        super().unload_adapter()
+        self.harmed = False
+
+    def query(self, messages):
+        from skillgraft.agent import prompts
+        from skillgraft.agent.models.base import ModelReply
+
+        if self.harmed:
+            return ModelReply(content=prompts.assistant_reply("Something pulls me off course.", prompts.SUBMIT_COMMAND))
+        return super().query(messages)
+
+
+def test_a_first_global_that_breaks_validation_is_not_kept(parts, tmp_path):
+    base, compiler = parts
+    a, v = distinct_tasks("off_by_one", 2, 140)
+    model = HarmedByGlobals(HFModel(base, max_new_tokens=8), [a, v])
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
+    config = LearnConfig(skill_mode="parametric", gate=True, ema=EmaConfig(alpha=0.5, rank=8))
+    learner = Learner(store, model, compiler, OfflineSummariser(), config, tmp_path / "work", validation=[v.task()])
+    o = learner.run_session([a.task()]).outcomes[0]
+
+    # the compiled summary passes its own gate and is kept; the global it would start fails the
+    # validation task that no adapter at all solves, so there is still no global adapter
+    assert o.success and o.learned == "off-by-one@v1"
+    assert o.note == "new global version refused by the validation gate"
+    assert store.latest_global() is None and o.global_after is None
 
 
 def test_a_weak_skill_is_refined_after_the_session(tmp_path):

@@ -32,8 +32,9 @@ GLOBAL = "global"
 # difference can be measured.
 MODE_MERGES = {"exact": "svd", "factors": "factors"}
 
-# A gate sees the candidate folder and the current head's folder and says whether to commit.
-Gate = Callable[[Path, Path], bool]
+# A gate sees the candidate folder and the current head's folder (None before the first version:
+# the candidate is then weighed against no adapter at all) and says whether to commit.
+Gate = Callable[[Path, Path | None], bool]
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,8 @@ def fold_into_global(
 ) -> FoldResult:
     """One EMA step of adapter `new_adapter_id` into the named global adapter, retried until it lands.
 
-    `gate`, when given, decides on the computed candidate against the current head (a validation
-    run); a refused candidate leaves the head as it was. `on_computed` is called with the written
+    `gate`, when given, decides on the computed candidate against the current head, or against no
+    adapter when there is none yet (a validation run); a refused candidate leaves the head as it was. `on_computed` is called with the written
     candidate folder just before the commit (used to observe a step from outside).
     """
     new_delta, info = load_adapter(store.adapter_path(new_adapter_id))
@@ -120,7 +121,8 @@ def fold_into_global(
                     merged, Path(tmp) / "adapter", base_model_name=info.base_model_name, fingerprint=info.fingerprint,
                     target_modules=info.target_modules, metadata={"provenance": prov},
                 )
-                if gate is not None and head is not None and not gate(folder, store.adapter_path(saved_id(head.id))):
+                current_folder = store.adapter_path(saved_id(head.id)) if head is not None else None
+                if gate is not None and not gate(folder, current_folder):
                     return FoldResult(record=head, committed=False, attempts=tries, provenance=prov)
                 if on_computed is not None:
                     on_computed(folder)

@@ -110,7 +110,7 @@ class Learner:
         self.refiner = refiner
         self.periodic = periodic
         self.episodes = episodes
-        self._current_scores: dict[tuple, float] = {}  # validation score of a skill's current text (gate)
+        self._current_scores: dict[tuple, float] = {}  # validation score of the current text or global (gate)
         self.parametric = compiler is not None and isinstance(model, AdapterModel)
         if config.skill_mode != "context" and not self.parametric:
             raise ValueError("parametric skills need an adapter-capable model (hf:…) and a compiler; use skill mode 'context'")
@@ -246,12 +246,17 @@ class Learner:
             outcome.note = "new global version refused by the validation gate"
         return fold
 
-    def _gate(self, candidate: Path, current: Path) -> bool:
-        """A new global version must not score below the current one on the validation tasks."""
+    def _gate(self, candidate: Path, current: Path | None) -> bool:
+        """A new global version must not score below the current one (or no adapter, for the
+        first) on the validation tasks; the current one's score is kept until the head moves."""
         scorer = AgentScorer(self.model, self.config.sandbox, self.config.image)
-        new, old = (make_loadout(None, self.model, mode=SkillMode.parametric, adapters=[folder], cache=self.workdir)
-                    for folder in (candidate, current))
-        return mean(scorer.scores(self.validation, new)) >= mean(scorer.scores(self.validation, old))
+        key = ("global", str(current), tuple(t.id for t in self.validation))
+        if key not in self._current_scores:
+            old = make_loadout(None, self.model, mode=SkillMode.parametric, adapters=[current] if current else [],
+                               cache=self.workdir)
+            self._current_scores[key] = mean(scorer.scores(self.validation, old))
+        new = make_loadout(None, self.model, mode=SkillMode.parametric, adapters=[candidate], cache=self.workdir)
+        return mean(scorer.scores(self.validation, new)) >= self._current_scores[key]
 
     def _validation_for(self, family: str | None) -> list[Task]:
         return [t for t in self.validation if t.family == family] or self.validation

@@ -98,7 +98,7 @@ def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:
         raise JobError("give task files or --world skillworld (one of the two)", BAD_INPUT)
     try:
         if options.world is not None:
-            from skillgraft.skillworld.families import resolve
+            from skillgraft.skillworld.families import SEEN, resolve
             from skillgraft.skillworld.generate import HELDOUT_START, generate
 
             fams = resolve(list(options.families) or None)
@@ -109,6 +109,8 @@ def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:
             first = HELDOUT_START + 10_000 * options.seed
             plan = world_sessions(fams, options.sessions, options.per_session or 10, first, make, shuffle_seed=options.seed)
             held_out = [make(f, first + 5_000 + i) for i in range(2) for f in fams]
+            # and one task of each seen family: a global version must not cost what the model already solves
+            held_out += [make(f, first + 5_000) for f in SEEN if f not in fams]
         else:
             plan = split_sessions([load_task(p) for p in options.tasks], options.sessions, options.per_session)
             held_out = []
