@@ -232,3 +232,27 @@ def test_cycleqd_runs_every_k_sessions_over_the_global_history(parts, tmp_path):
     for task in ("inverted_comparison", "off_by_one"):
         entries = store.archive(run.id, task)
         assert entries and all(e.quality == 1.0 for e in entries)
+
+
+def test_the_gate_scores_its_validation_on_the_learners_episode_runner(parts, tmp_path):
+    """With an episode runner (threads here, Ray workers elsewhere) the validation runs go to its
+    models, two at a time; scores come back per task, in task order."""
+    from skillgraft.agent.episodes import LocalEpisodes
+    from skillgraft.evolve.learn.evaluate import AgentScorer
+
+    base, _ = parts
+    a, b, c = distinct_tasks("off_by_one", 3, 160)
+    made = []
+
+    def factory():  # each worker's model knows a and b but not c, which it gives up on
+        made.append(PoolExpert(HFModel(base, max_new_tokens=8), [a, b]))
+        return made[-1]
+
+    runner = LocalEpisodes(factory, workers=2)
+    try:
+        scorer = AgentScorer(PoolExpert(None, [a, b, c]), episodes=runner)  # its own model would solve all three
+        scores = scorer.scores([c.task(), a.task(), b.task()])
+    finally:
+        runner.close()
+    assert list(scores.items()) == [(c.task().id, 0.0), (a.task().id, 1.0), (b.task().id, 1.0)]
+    assert len(made) == 2
