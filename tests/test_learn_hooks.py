@@ -86,20 +86,19 @@ def test_in_context_mode_the_gate_keeps_a_summary_only_if_validation_does_not_dr
         assert store.latest_version(name) is None
 
 
-class HarmedByNewRecipes(PoolExpert):
-    """The pool's expert, except that it gives up while an adapter compiled from a text outside
-    the store (a summary not yet kept) is active, alone or joined with others."""
+class HarmedBy(PoolExpert):
+    """The pool's expert, except that it gives up while an adapter that `harms` is active."""
 
     def __init__(self, hf, tasks):
         super().__init__(hf, tasks)
         self.harmed = False
 
-    def load_adapter(self, adapter_dir):
-        from skillgraft.hypernet.peft_io import read_info
+    def harms(self, adapter_dir: Path) -> bool:
+        raise NotImplementedError
 
+    def load_adapter(self, adapter_dir):
         super().load_adapter(adapter_dir)
-        parts = [p["part"] for p in read_info(adapter_dir).metadata.get("composed_of", [])]
-        self.harmed = Path(adapter_dir).parent.name == "compiled" or any(p.startswith("text:") for p in parts)
+        self.harmed = self.harms(Path(adapter_dir))
 
     def unload_adapter(self):
         super().unload_adapter()
@@ -114,7 +113,25 @@ class HarmedByNewRecipes(PoolExpert):
         return super().query(messages)
 
 
-@pytest.mark.parametrize("model_class", [PoolExpert, HarmedByNewRecipes])
+class HarmedByNewRecipes(HarmedBy):
+    """Harmed by an adapter compiled from a text outside the store (a summary not yet kept),
+    alone or joined with others."""
+
+    def harms(self, adapter_dir):
+        from skillgraft.hypernet.peft_io import read_info
+
+        parts = [p["part"] for p in read_info(adapter_dir).metadata.get("composed_of", [])]
+        return adapter_dir.parent.name == "compiled" or any(p.startswith("text:") for p in parts)
+
+
+class HarmedByGlobals(HarmedBy):
+    """Harmed by a candidate global adapter."""
+
+    def harms(self, adapter_dir):
+        return adapter_dir.parent.name.startswith("skillgraft-global-")
+
+
+@pytest.mark.parametrize("model_class", [PoolExpert, HarmedByNewRecipes, HarmedByGlobals])
 def test_in_parametric_mode_the_gate_validates_the_summary_compiled_beside_the_global(model_class, parts, tmp_path):
     base, compiler = parts
     a, v = distinct_tasks("off_by_one", 2, 120)
@@ -131,50 +148,14 @@ def test_in_parametric_mode_the_gate_validates_the_summary_compiled_beside_the_g
     if model_class is PoolExpert:  # the compiled summary leaves validation as it was: kept and folded
         assert o.learned == f"{name}@v1" and store.latest_global().version == 1
         assert len(model.loaded) == 2  # and the first global, against no adapter
+    elif model_class is HarmedByGlobals:  # the summary is kept, but the global it would start breaks
+        # the validation task that no adapter at all solves: there is still no global adapter
+        assert o.learned == f"{name}@v1" and o.note == "new global version refused by the validation gate"
+        assert store.latest_global() is None and o.global_after is None
     else:  # compiled, the summary breaks the validation task: no version, nothing folded
         assert not o.learned and o.note == f"summary of {name} refused by the validation gate"
         assert store.latest_version(name) is None and store.latest_global() is None
         assert len(model.loaded) == 1
-
-
-class HarmedByGlobals(PoolExpert):
-    """The pool's expert, except that it gives up while a candidate global adapter is active."""
-
-    def __init__(self, hf, tasks):
-        super().__init__(hf, tasks)
-        self.harmed = False
-
-    def load_adapter(self, adapter_dir):
-        super().load_adapter(adapter_dir)
-        self.harmed = Path(adapter_dir).parent.name.startswith("skillgraft-global-")
-
-    def unload_adapter(self):
-        super().unload_adapter()
-        self.harmed = False
-
-    def query(self, messages):
-        from skillgraft.agent import prompts
-        from skillgraft.agent.models.base import ModelReply
-
-        if self.harmed:
-            return ModelReply(content=prompts.assistant_reply("Something pulls me off course.", prompts.SUBMIT_COMMAND))
-        return super().query(messages)
-
-
-def test_a_first_global_that_breaks_validation_is_not_kept(parts, tmp_path):
-    base, compiler = parts
-    a, v = distinct_tasks("off_by_one", 2, 140)
-    model = HarmedByGlobals(HFModel(base, max_new_tokens=8), [a, v])
-    store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
-    config = LearnConfig(skill_mode="parametric", gate=True, ema=EmaConfig(alpha=0.5, rank=8))
-    learner = Learner(store, model, compiler, OfflineSummariser(), config, tmp_path / "work", validation=[v.task()])
-    o = learner.run_session([a.task()]).outcomes[0]
-
-    # the compiled summary passes its own gate and is kept; the global it would start fails the
-    # validation task that no adapter at all solves, so there is still no global adapter
-    assert o.success and o.learned == "off-by-one@v1"
-    assert o.note == "new global version refused by the validation gate"
-    assert store.latest_global() is None and o.global_after is None
 
 
 def test_a_weak_skill_is_refined_after_the_session(tmp_path):
