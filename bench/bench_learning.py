@@ -83,6 +83,9 @@ def run_condition(label: str, plan, model, compiler, args, root: Path, validatio
         learned = sum(1 for o in report.outcomes if o.learned)
         print(f"  [{label}] session {i}: {report.successes}/{len(report.outcomes)} solved, {learned} learned, "
               f"{time.monotonic() - t0:.0f}s", flush=True)
+        for o in report.outcomes:
+            if o.note:  # why a success taught nothing (a gate's refusal, an unchanged summary)
+                print(f"    {o.task_id}: {o.note}", flush=True)
     reports.append(store)  # kept for the drift measurement; popped by the caller
     return reports
 
