@@ -96,8 +96,9 @@ def fold_into_global(
     """One EMA step of adapter `new_adapter_id` into the named global adapter, retried until it lands.
 
     `gate`, when given, decides on the computed candidate against the current head, or against no
-    adapter when there is none yet (a validation run); a refused candidate leaves the head as it was. `on_computed` is called with the written
-    candidate folder just before the commit (used to observe a step from outside).
+    adapter when there is none yet (a validation run); a refused candidate leaves the head as it
+    was. `on_computed` is called with the written candidate folder just before the commit (used to
+    observe a step from outside).
     """
     new_delta, info = load_adapter(store.adapter_path(new_adapter_id))
     tries = 0
