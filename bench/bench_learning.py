@@ -28,7 +28,7 @@ from bench.ray_option import add_ray_option, ray_runner  # noqa: E402
 from skillgraft.agent.episodes import LocalEpisodes  # noqa: E402
 from skillgraft.evolve.learn import EmaConfig, LearnConfig, Learner, OfflineSummariser  # noqa: E402
 from skillgraft.evolve.learn.curve import SessionPoint, plot_curves  # noqa: E402
-from skillgraft.evolve.learn.schedule import world_sessions  # noqa: E402
+from skillgraft.evolve.learn.schedule import world_sessions, world_validation  # noqa: E402
 
 
 def parse() -> argparse.Namespace:
@@ -174,11 +174,8 @@ def main() -> None:
                           lambda f, s: generate(f, s).task(), shuffle_seed=args.seed)
     # The gate's validation tasks: another block of held-out seeds, so they are never session tasks.
     first = HELDOUT_START + 40_000 + 1_000 * args.seed
-    validation = []
-    if args.gate:
-        validation = [generate(f, first + i).task() for i in range(args.validation_per_family) for f in families]
-        validation += [generate(f, first + i).task() for i in range(args.validation_seen_per_family) for f in SEEN
-                       if f not in families]
+    validation = world_validation(families, SEEN, first, args.validation_per_family, args.validation_seen_per_family,
+                                  lambda f, s: generate(f, s).task()) if args.gate else []
     print(f"{args.sessions} sessions x {args.tasks_per_session} tasks from {', '.join(families)}; "
           f"skill mode {args.skill_mode}, alpha {args.alpha}, rank {args.rank}"
           + (f"; gate on {len(validation)} validation tasks" if args.gate else ""), flush=True)

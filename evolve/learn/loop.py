@@ -249,7 +249,7 @@ class Learner:
     def _gate(self, candidate: Path, current: Path | None) -> bool:
         """A new global version must not score below the current one (or no adapter, for the
         first) on the validation tasks; the current one's score is kept until the head moves."""
-        scorer = AgentScorer(self.model, self.config.sandbox, self.config.image, episodes=self.episodes)
+        scorer = self._scorer()
         key = ("global", str(current), tuple(t.id for t in self.validation))
         if key not in self._current_scores:
             old = make_loadout(None, self.model, mode=SkillMode.parametric, adapters=[current] if current else [],
@@ -257,6 +257,10 @@ class Learner:
             self._current_scores[key] = mean(scorer.scores(self.validation, old))
         new = make_loadout(None, self.model, mode=SkillMode.parametric, adapters=[candidate], cache=self.workdir)
         return mean(scorer.scores(self.validation, new)) >= self._current_scores[key]
+
+    def _scorer(self) -> AgentScorer:
+        """Validation runs as the session's own: on its episode runner where it has one."""
+        return AgentScorer(self.model, self.config.sandbox, self.config.image, episodes=self.episodes)
 
     def _validation_for(self, family: str | None) -> list[Task]:
         return [t for t in self.validation if t.family == family] or self.validation
@@ -278,7 +282,7 @@ class Learner:
         compiled beside the global adapter. The current text's score is kept until the skill
         gets a new version or the global adapter moves."""
         held_out = self._validation_for(task.family)
-        scorer = AgentScorer(self.model, self.config.sandbox, self.config.image, episodes=self.episodes)
+        scorer = self._scorer()
         current = self._skill_loadout([previous] if previous else [])
         key = (name, previous.id if previous else None, tuple(t.id for t in held_out), current.key)
         if key not in self._current_scores:

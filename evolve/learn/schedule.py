@@ -25,6 +25,15 @@ def world_sessions(families: Sequence[str], sessions: int, per_session: int, fir
     return plan
 
 
+def world_validation(families: Sequence[str], seen: Sequence[str], first_seed: int, per_family: int,
+                     seen_per_family: int, make: Callable[[str, int], Task]) -> list[Task]:
+    """Held-out validation tasks: `per_family` of each learned family, and `seen_per_family` of
+    each seen family that is not learned, so that a global version which costs what the model
+    already solves does not pass. Seeds count up from `first_seed` within each family."""
+    tasks = [make(f, first_seed + i) for i in range(per_family) for f in families]
+    return tasks + [make(f, first_seed + i) for i in range(seen_per_family) for f in seen if f not in families]
+
+
 def split_sessions(tasks: Sequence[Task], sessions: int, per_session: int | None) -> list[list[Task]]:
     """Given task files: each session runs `per_session` of them (default all), cycling through."""
     if not tasks:

@@ -90,7 +90,7 @@ class LearnOptions:
 
 def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:
     """The tasks of each session, and the held-out validation tasks."""
-    from skillgraft.evolve.learn.schedule import split_sessions, world_sessions
+    from skillgraft.evolve.learn.schedule import split_sessions, world_sessions, world_validation
 
     if options.learning and options.alpha <= 0:
         raise JobError("--alpha must be above 0 (0 would learn nothing; use --no-learning)", BAD_INPUT)
@@ -108,9 +108,7 @@ def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:
 
             first = HELDOUT_START + 10_000 * options.seed
             plan = world_sessions(fams, options.sessions, options.per_session or 10, first, make, shuffle_seed=options.seed)
-            held_out = [make(f, first + 5_000 + i) for i in range(2) for f in fams]
-            # and one task of each seen family: a global version must not cost what the model already solves
-            held_out += [make(f, first + 5_000) for f in SEEN if f not in fams]
+            held_out = world_validation(fams, SEEN, first + 5_000, 2, 1, make)
         else:
             plan = split_sessions([load_task(p) for p in options.tasks], options.sessions, options.per_session)
             held_out = []
