@@ -22,26 +22,34 @@ from skillgraft.hypernet.objectives import Example, Tokens
 CONDITIONS = ("none", "context", "adapter", "both")
 
 
-def collate(items: Sequence[Tokens], pad_id: int, device: torch.device | str = "cpu") -> tuple[Tensor, Tensor, Tensor]:
-    """Right-padded ids, attention mask and labels (-100 where nothing is scored)."""
+def collate(items: Sequence[Tokens], pad_id: int, device: torch.device | str = "cpu") -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Right-padded ids, attention mask, labels (-100 where nothing is scored) and token weights."""
     width = max(len(t.ids) for t in items)
     ids = torch.full((len(items), width), pad_id, dtype=torch.long)
     attn = torch.zeros(len(items), width, dtype=torch.long)
     labels = torch.full((len(items), width), -100, dtype=torch.long)
+    weights = torch.ones(len(items), width)
     for i, t in enumerate(items):
         n = len(t.ids)
         ids[i, :n] = torch.tensor(t.ids)
         attn[i, :n] = 1
         labels[i, :n] = torch.where(torch.tensor(t.target), torch.tensor(t.ids), torch.tensor(-100))
-    return ids.to(device), attn.to(device), labels.to(device)
+        if t.weight is not None:
+            weights[i, :n] = torch.tensor(t.weight)
+    return ids.to(device), attn.to(device), labels.to(device), weights.to(device)
 
 
-def token_loss(model: torch.nn.Module, ids: Tensor, attn: Tensor, labels: Tensor) -> tuple[Tensor, int]:
-    """Summed next-token cross-entropy over scored tokens, and how many there were."""
+def token_loss(model: torch.nn.Module, ids: Tensor, attn: Tensor, labels: Tensor,
+               weights: Tensor | None = None) -> tuple[Tensor, float]:
+    """Weighted sum of next-token cross-entropy over scored tokens, and the sum of their weights
+    (with no weights: the summed loss and how many tokens were scored)."""
     logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
     gold = labels[:, 1:]
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), gold.reshape(-1), ignore_index=-100, reduction="sum")
-    return loss, int((gold != -100).sum())
+    each = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), gold.reshape(-1), ignore_index=-100,
+                           reduction="none")
+    scored = (gold != -100).reshape(-1).float()
+    w = scored if weights is None else scored * weights[:, 1:].reshape(-1).float()
+    return (each * w).sum(), float(w.sum())
 
 
 def row_factors(factors: dict[str, tuple[Tensor, Tensor]], groups: Sequence[Sequence[int]]) -> dict[str, tuple[Tensor, Tensor]]:
@@ -73,9 +81,9 @@ def batch_loss(
 ) -> tuple[Tensor, int, dict[str, tuple[Tensor, Tensor]] | None]:
     """Summed loss of `batch`, each row under the adapter of its skills when `net` is given."""
     device = next(model.parameters()).device
-    ids, attn, labels = collate([ex.tokens(with_context) for ex in batch], pad_id, device)
+    ids, attn, labels, weights = collate([ex.tokens(with_context) for ex in batch], pad_id, device)
     if net is None:
-        loss, n = token_loss(model, ids, attn, labels)
+        loss, n = token_loss(model, ids, attn, labels, weights)
         return loss, n, None
     used = sorted({s for ex in batch for s in ex.skill_ids})
     local = {s: i for i, s in enumerate(used)}
@@ -84,10 +92,10 @@ def batch_loss(
     if all(len(g) == 1 for g in groups):
         rows = torch.tensor([g[0] for g in groups], device=device)
         with generated_lora(model, factors, rows):
-            loss, n = token_loss(model, ids, attn, labels)
+            loss, n = token_loss(model, ids, attn, labels, weights)
     else:
         with generated_lora(model, row_factors(factors, groups)):
-            loss, n = token_loss(model, ids, attn, labels)
+            loss, n = token_loss(model, ids, attn, labels, weights)
     return loss, n, factors
 
 

@@ -32,6 +32,7 @@ _HEADING = re.compile(r"^#{1,6} ", re.MULTILINE)
 class Tokens:
     ids: list[int]
     target: list[bool]  # True where the token is predicted and scored
+    weight: list[float] | None = None  # each scored token's weight in the loss (default 1)
 
 
 @dataclass
@@ -153,7 +154,7 @@ def _with_skills(messages: list[dict], skills: Sequence[tuple[str, str]], in_con
             if in_context and not placed:
                 content = "".join(skill_block(n, t) for n, t in skills) + content
                 placed = True
-        out.append({"role": m["role"], "content": content})
+        out.append({**m, "content": content})  # "train" and "weight" marks are kept
     return out
 
 
@@ -177,6 +178,7 @@ def render_chat(tokenizer, messages: list[dict], max_len: int) -> Tokens:
 
     ids: list[int] = []
     target: list[bool] = []
+    weight: list[float] = []
     done = ""
     for i, m in enumerate(messages):
         if m["role"] == "assistant":
@@ -184,17 +186,19 @@ def render_chat(tokenizer, messages: list[dict], max_len: int) -> Tokens:
             piece = before[len(done):]
             ids += _encode(tokenizer, piece)
             target += [False] * (len(ids) - len(target))
+            weight += [1.0] * (len(ids) - len(weight))
             done = before
         upto = text_of(messages[: i + 1], False)
         piece = upto[len(done):]
         new = _encode(tokenizer, piece)
         ids += new
         target += [m["role"] == "assistant" and m.get("train", True)] * len(new)
+        weight += [float(m.get("weight", 1.0))] * len(new)
         done = upto
     if len(ids) > max_len:
         # Long episodes keep their start (task and first actions), which carry the skill's use.
-        ids, target = ids[:max_len], target[:max_len]
-    return Tokens(ids, target)
+        ids, target, weight = ids[:max_len], target[:max_len], weight[:max_len]
+    return Tokens(ids, target, weight)
 
 
 def stage2_example(skill_ids: list[int], traj: Trajectory, tokenizer, max_len: int) -> Example:

@@ -193,7 +193,7 @@ def hypernet_texts(records: list[dict], seed: int = 0) -> list[str]:
     return list(dict.fromkeys(texts))
 
 
-def hypernet_trajectories(records: list[dict], seed: int = 0) -> list[dict]:
+def hypernet_trajectories(records: list[dict], seed: int = 0, edit_weight: float = 1.0) -> list[dict]:
     """Stage 2's trajectories: each of the expert's clean runs with one form of its family's skill
     (shipped, paraphrased or induced, in turn) to compile, and the replies the policy gives with
     no skill in context as the target: a seen family's own fix (the adapter must not disturb
@@ -212,7 +212,11 @@ def hypernet_trajectories(records: list[dict], seed: int = 0) -> list[dict]:
     out = []
     for i, record in enumerate(clean):
         form, text = forms_for(record, rng, donors)[i % 3]
-        out.append({"messages": messages(record_steps(record)),
+        conversation = messages(record_steps(record))
+        for m in conversation:  # the edit is what a skill changes: it weighs most in the loss
+            if m["role"] == "assistant" and "sed -i" in m["content"]:
+                m["weight"] = edit_weight
+        out.append({"messages": conversation,
                     "info": {"skills": [{"name": f"{record['family']}-{form}", "text": text}], "task": record["id"]}})
     return out
 
@@ -238,7 +242,7 @@ def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: 
     stage1 = train_stage1(str(policy), hypernet_texts(records, HYPERNET.seed), target / "stage1", config)
     stage2 = replace(config, steps=HYPERNET.stage2_steps, init_from=str(stage1.out_dir))
     done = target / "stage2"
-    train_stage2(str(policy), hypernet_trajectories(records, HYPERNET.seed), done, stage2)
+    train_stage2(str(policy), hypernet_trajectories(records, HYPERNET.seed, HYPERNET.edit_weight), done, stage2)
     weights = weights_digest(adapter, "adapter_model.safetensors")
     base = read_manifest(ensure_base(BASE, models_dir)) or {}
     (done / HYPERNET_RECIPE).write_text(json.dumps({

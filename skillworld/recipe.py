@@ -60,6 +60,7 @@ class HypernetRecipe:
     lr: float = 1e-3
     max_len: int = 1024
     seed: int = 0
+    edit_weight: float = 8.0  # stage 2: the edit reply's tokens weigh this much in the loss, the rest 1
 
 
 HYPERNET = HypernetRecipe()
