@@ -1,12 +1,14 @@
 """Compile latency on the real shapes of Qwen2.5-0.5B and Qwen2.5-7B.
 
-    python -m bench.bench_compile [--threads 1] [--repeats 10]
+    python -m bench.bench_compile [--threads 1] [--repeats 10] [--models-dir ~/.skillgraft/models]
 
 Adapters for the two models' shapes (configs written from their published dimensions, models
 built on the meta device), q_proj and v_proj at rank 8: time to encode the skill, run the
 hypernetwork, and write the PEFT folder. The timing does not depend on the weights' values, so
 a freshly initialised hypernetwork of the default size is used. Compiling against fitting by
-gradient descent, on the default model, is bench_compile_vs_fit.
+gradient descent, on the default model, is bench_compile_vs_fit. With --models-dir, the default
+model's compile is timed with and without the lexical channel (which reads the skill's tokens
+with the base model itself).
 """
 from __future__ import annotations
 
@@ -81,14 +83,34 @@ def part1(repeats: int) -> None:
     print("goal: compile <= 100 ms for the 7B shapes")
 
 
+def part2(repeats: int, models_dir: Path) -> None:
+    """The default model's shapes and weights: what reading a skill's tokens with the base (the
+    lexical channel, o_proj) adds to a compile, against the same hypernetwork without it."""
+    from skillgraft.skillworld.default_model import ensure_policy
+    from skillgraft.skillworld.recipe import HYPERNET
+
+    policy = ensure_policy(models_dir, show_progress=False)
+    print(f"== compile latency on the default model ({policy}) ==")
+    times = {}
+    for name, config in (("pooled only", HYPERNET.network(lexical=False)), ("with lexical", HYPERNET.network())):
+        compiler = Compiler.load(None, str(policy), config=config)
+        times[name] = _ms(lambda: compiler.compile([SKILL + f"\n<!-- {time.perf_counter()} -->"]), repeats)
+        print(f"{name:13s} compile (uncached text) {times[name]:7.1f} ms")
+    print(f"lexical / pooled: {times['with lexical'] / times['pooled only']:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=2, help="torch threads (the goal is stated for 2)")
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--models-dir", type=Path, default=None,
+                    help="also time the default model's compile, lexical channel on and off (its models folder)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch threads: {torch.get_num_threads()}")
     part1(args.repeats)
+    if args.models_dir:
+        part2(args.repeats, args.models_dir)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ merges      named merges of several adapters into one (cat, svd, factors)
 peft_io     PEFT adapter folders, base-model fingerprints
 targets     which modules of a base model get adapters
 encoder     frozen skill-text encoders (MiniLM, base-model hidden states)
+lexicon     a skill's own tokens read by the base model (the lexical channel)
 hypernetwork  chunk vectors → A, B for every target module
 apply       generated adapters on a frozen base through forward hooks (training)
 objectives  stage-1 and stage-2 examples

@@ -13,8 +13,9 @@ from typing import Any
 import torch
 
 from skillgraft.hypernet.checkpoint import CheckpointMeta, checkpoint_id, initial_id, load_checkpoint
-from skillgraft.hypernet.encoder import SkillEncoder, make_encoder
+from skillgraft.hypernet.encoder import SkillEncoder
 from skillgraft.hypernet.hypernetwork import HypernetConfig, Hypernetwork, factors_to_deltas
+from skillgraft.hypernet.lexicon import encoder_for, load_reading_base
 from skillgraft.hypernet.lora import LoraDelta
 from skillgraft.hypernet.peft_io import BaseMismatchError, adapter_files, model_fingerprint, save_adapter
 from skillgraft.hypernet.targets import find_targets, meta_model
@@ -52,8 +53,9 @@ class Compiler:
 
         `base_config` is a transformers config, a model folder, or a model (a `meta`-device one
         will do). With `checkpoint=None` the hypernetwork is freshly initialised from `config`
-        (seeded), which compiles every skill to ΔW = 0. The "base-hidden" encoder also needs the
-        real `base_model` and its `tokenizer`.
+        (seeded), which compiles every skill to ΔW = 0. The "base-hidden" encoder and a lexical
+        hypernetwork also need the real `base_model` and its `tokenizer`; a lexical one loads them
+        from the folder `base_config` names when they are not given.
         """
         model = meta_model(base_config)
         fingerprint = model_fingerprint(model)
@@ -75,8 +77,9 @@ class Compiler:
             ckpt_id = checkpoint_id(checkpoint)
             if base_model_name:
                 meta.base_model_name = base_model_name
-        encoder = make_encoder(meta.config.encoder, base_model=base_model, tokenizer=tokenizer,
-                               layer=meta.config.encoder_layer, window=meta.config.encoder_window)
+        if meta.config.lexical_targets and base_model is None:
+            base_model, tokenizer = load_reading_base(base_config)
+        encoder = encoder_for(meta.config, base_model, tokenizer)
         if encoder.dim != meta.config.encoder_dim:
             raise ValueError(f"encoder {encoder.name} gives {encoder.dim}-d vectors, the hypernetwork expects {meta.config.encoder_dim}")
         return cls(net.to(device), meta, encoder, ckpt_id)

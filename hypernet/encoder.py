@@ -22,20 +22,42 @@ from torch import Tensor
 
 
 @dataclass
+class SkillTokens:
+    """Per token of a batch of texts, padded to the longest: the base model's features and output
+    embeddings (N, L, D) and a (N, L) mask. What the lexical channel (lexicon.py) reads."""
+
+    features: Tensor
+    embeddings: Tensor
+    mask: Tensor
+
+    def to(self, device: torch.device | str) -> "SkillTokens":
+        return SkillTokens(self.features.to(device), self.embeddings.to(device), self.mask.to(device))
+
+    def select(self, idx: Tensor) -> "SkillTokens":
+        mask = self.mask[idx]
+        width = int(mask.sum(1).max())
+        return SkillTokens(self.features[idx, :width], self.embeddings[idx, :width], mask[:, :width])
+
+
+@dataclass
 class EncodedSkills:
-    """Chunk vectors of a batch of texts, padded to the longest: (N, C, D) and a (N, C) mask."""
+    """Chunk vectors of a batch of texts, padded to the longest: (N, C, D) and a (N, C) mask; with
+    a lexical encoder, also the texts' tokens."""
 
     chunks: Tensor
     mask: Tensor
+    tokens: SkillTokens | None = None
 
     def to(self, device: torch.device | str) -> "EncodedSkills":
-        return EncodedSkills(self.chunks.to(device), self.mask.to(device))
+        tokens = self.tokens.to(device) if self.tokens is not None else None
+        return EncodedSkills(self.chunks.to(device), self.mask.to(device), tokens)
 
     def select(self, index: Sequence[int] | Tensor) -> "EncodedSkills":
         idx = torch.as_tensor(index, dtype=torch.long)
         chunks, mask = self.chunks[idx], self.mask[idx]
         width = int(mask.sum(1).max())  # drop padding columns no selected text needs
-        return EncodedSkills(chunks[:, :width], mask[:, :width])
+        tokens = self.tokens.select(idx) if self.tokens is not None else None
+        return EncodedSkills(chunks[:, :width], mask[:, :width], tokens)
 
 
 @runtime_checkable
@@ -56,11 +78,11 @@ def _pad(per_text: list[Tensor], dim: int) -> EncodedSkills:
     return EncodedSkills(chunks, mask)
 
 
-def _windows(ids: list[int], size: int) -> list[list[int]]:
+def windows(ids: list[int], size: int) -> list[list[int]]:
     return [ids[i : i + size] for i in range(0, max(len(ids), 1), size)] or [[]]
 
 
-class _Cache:
+class TextCache:
     """Texts seen before are not encoded again: training re-reads the same skills every epoch."""
 
     def __init__(self, size: int = 4096):
@@ -103,19 +125,19 @@ class MiniLMEncoder:
         self.window = window
         self.batch_size = batch_size
         self.device = torch.device(device)
-        self._cache = _Cache()
+        self._cache = TextCache()
 
     def with_window(self, window: int) -> "MiniLMEncoder":
         """The same loaded model, cutting texts into windows of another size."""
         other = object.__new__(MiniLMEncoder)
-        other.__dict__.update(self.__dict__, window=window, _cache=_Cache())
+        other.__dict__.update(self.__dict__, window=window, _cache=TextCache())
         return other
 
     def _chunk_ids(self, text: str) -> list[list[int]]:
         ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
         body = self.window - 2  # room for [CLS] and [SEP] in every window
         cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
-        return [[cls, *w, sep] for w in _windows(ids, body)]
+        return [[cls, *w, sep] for w in windows(ids, body)]
 
     @torch.no_grad()
     def _embed(self, windows: list[list[int]]) -> Tensor:
@@ -168,14 +190,14 @@ class BaseHiddenEncoder:
         self.layer = layer
         self.window = window
         self.dim = int(model.config.hidden_size)
-        self._cache = _Cache()
+        self._cache = TextCache()
 
     @torch.no_grad()
     def _encode_one(self, text: str) -> Tensor:
         ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"] or [self.tokenizer.eos_token_id or 0]
         device = next(self.model.parameters()).device
         vectors = []
-        for w in _windows(ids, self.window):
+        for w in windows(ids, self.window):
             out = self.model(input_ids=torch.tensor([w], device=device), output_hidden_states=True)
             vectors.append(out.hidden_states[self.layer][0].float().mean(0).cpu())
         return torch.stack(vectors)

@@ -78,8 +78,9 @@ def batch_loss(
     batch: Sequence[Example],
     pad_id: int,
     with_context: bool = False,
-) -> tuple[Tensor, int, dict[str, tuple[Tensor, Tensor]] | None]:
-    """Summed loss of `batch`, each row under the adapter of its skills when `net` is given."""
+) -> tuple[Tensor, float, dict[str, tuple[Tensor, Tensor]] | None]:
+    """Weighted summed loss of `batch` and the sum of its token weights, each row under the
+    adapter of its skills when `net` is given."""
     device = next(model.parameters()).device
     ids, attn, labels, weights = collate([ex.tokens(with_context) for ex in batch], pad_id, device)
     if net is None:

@@ -5,6 +5,12 @@ embedding and a learned module-kind embedding, passed through a small residual M
 shared by all pairs, and read out by one head per module kind that emits A (r × in) and
 B (out × r). All pairs of all skills in a batch go through in one pass.
 
+Lexical targets (modules that write the residual stream, such as o_proj) are read out
+differently: their B columns are the base model's output embeddings of tokens that learned
+queries pick out of the skill text, each scaled by a coefficient the trunk gives per layer, and
+their A rows (when to write) come from the trunk as usual. So a literal of the skill can reach
+the adapter as itself, which no pooled vector of the text can carry.
+
 The B half of every head starts at exactly zero, so an untrained hypernetwork generates
 ΔW = 0 and leaves the base model unchanged; A starts non-zero so that B receives gradient.
 """
@@ -16,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import Tensor, nn
 
-from skillgraft.hypernet.encoder import EncodedSkills
+from skillgraft.hypernet.encoder import EncodedSkills, SkillTokens
 from skillgraft.hypernet.lora import LoraDelta, LowRank
 from skillgraft.hypernet.targets import DEFAULT_TARGETS, TargetSpec
 
@@ -36,17 +42,24 @@ class HypernetConfig:
     # B is emitted at this fraction of the head's raw output: keeps early steps from
     # swinging ΔW far before the trunk has learned anything.
     b_scale: float = 0.1
+    # Module kinds (of target_modules) whose B columns are embeddings of the skill's own tokens;
+    # they must write the residual stream (out_features = the base's hidden size).
+    lexical_targets: tuple[str, ...] = ()
+    lexical_rank: int = 8  # tokens picked per skill: the rank of every lexical module
+    lexical_layer: int = -1  # the base's hidden layer whose states the token selection reads
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["target_modules"] = list(self.target_modules)
+        d["lexical_targets"] = list(self.lexical_targets)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "HypernetConfig":
         d = dict(d)
         d["target_modules"] = tuple(d.get("target_modules", DEFAULT_TARGETS))
+        d["lexical_targets"] = tuple(d.get("lexical_targets", ()))
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -105,6 +118,49 @@ class KindHead(nn.Module):
         return A, B
 
 
+class TokenSelect(nn.Module):
+    """Learned queries attend over a skill's tokens by their features; each query returns the
+    weighted mean of the picked tokens' embeddings, scaled to unit RMS: (N, K, D)."""
+
+    def __init__(self, dim: int, picks: int, key_dim: int = 128):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.keys = nn.Linear(dim, key_dim)
+        self.queries = nn.Parameter(torch.randn(picks, key_dim) / math.sqrt(key_dim))
+
+    def forward(self, tokens: SkillTokens) -> Tensor:
+        keys = self.keys(self.norm(tokens.features))
+        scores = torch.einsum("nlk,qk->nql", keys, self.queries) / math.sqrt(keys.shape[-1])
+        weights = scores.masked_fill(~tokens.mask[:, None, :], float("-inf")).softmax(-1)
+        picked = torch.einsum("nql,nld->nqd", weights, tokens.embeddings)
+        return picked / picked.pow(2).mean(-1, keepdim=True).sqrt().clamp_min(1e-6)
+
+
+class LexicalHead(nn.Module):
+    """A lexical kind's read-out: A (K × in) from the trunk; B (out × K) = the picked token
+    directions, each times a trunk coefficient that starts at zero (so ΔW starts at 0)."""
+
+    def __init__(self, hidden: int, picks: int, in_features: int, b_scale: float):
+        super().__init__()
+        self.rank, self.in_features, self.b_scale = picks, in_features, b_scale
+        self.norm = nn.LayerNorm(hidden)
+        self.to_a = nn.Linear(hidden, picks * in_features)
+        self.to_c = nn.Linear(hidden, picks)
+        nn.init.normal_(self.to_a.weight, std=0.02 / math.sqrt(hidden))
+        with torch.no_grad():
+            bound = 1.0 / math.sqrt(in_features)
+            self.to_a.bias.uniform_(-bound, bound)
+        nn.init.zeros_(self.to_c.weight)
+        nn.init.zeros_(self.to_c.bias)
+
+    def forward(self, h: Tensor, picked: Tensor) -> tuple[Tensor, Tensor]:
+        h = self.norm(h)  # (N, P, hidden)
+        A = self.to_a(h).view(*h.shape[:-1], self.rank, self.in_features)
+        coef = self.to_c(h) * self.b_scale  # (N, P, K)
+        B = picked.transpose(1, 2).unsqueeze(1) * coef.unsqueeze(2)  # (N, P, out, K)
+        return A, B
+
+
 class Hypernetwork(nn.Module):
     def __init__(self, config: HypernetConfig, spec: TargetSpec):
         super().__init__()
@@ -119,9 +175,20 @@ class Hypernetwork(nn.Module):
         self.join = nn.Linear(h + 2 * config.embed_dim, h)
         self.trunk = nn.Sequential(*[ResidualBlock(h) for _ in range(config.trunk_blocks)])
         self.heads = nn.ModuleDict()
+        lexical = set(config.lexical_targets)
+        unknown = sorted(lexical - set(spec.kinds))
+        if unknown:
+            raise ValueError(f"lexical targets {unknown} are not among the target modules {list(spec.kinds)}")
+        widths = {spec.shape_of(kind)[1] for kind in lexical}
+        if len(widths) > 1:
+            raise ValueError(f"lexical targets {sorted(lexical)} must all write the residual stream (one output width)")
+        self.select = TokenSelect(widths.pop(), config.lexical_rank) if lexical else None
         for kind in spec.kinds:
             fin, fout = spec.shape_of(kind)
-            self.heads[kind] = KindHead(h, config.rank, fin, fout, config.b_scale)
+            if kind in lexical:
+                self.heads[kind] = LexicalHead(h, config.lexical_rank, fin, config.b_scale)
+            else:
+                self.heads[kind] = KindHead(h, config.rank, fin, fout, config.b_scale)
         # Pairs are ordered kind by kind so each head reads one contiguous slice.
         layers, kinds = [], []
         for k, kind in enumerate(spec.kinds):
@@ -138,11 +205,18 @@ class Hypernetwork(nn.Module):
         pair = torch.cat([self.layer_embed(self._pair_layer), self.kind_embed(self._pair_kind)], -1)  # (P, 2e)
         x = torch.cat([skill.unsqueeze(1).expand(-1, p, -1), pair.unsqueeze(0).expand(n, -1, -1)], -1)
         h = self.trunk(self.join(x))  # every (skill, layer, kind) in one pass: (N, P, h)
+        picked = None
+        if self.select is not None:
+            if skills.tokens is None:
+                raise ValueError("this hypernetwork reads the skill's tokens: encode skills with lexicon.encoder_for")
+            picked = self.select(skills.tokens)
         out: dict[str, tuple[Tensor, Tensor]] = {}
         start = 0
         for kind in self.spec.kinds:
             mods = self.spec.of_kind(kind)
-            A, B = self.heads[kind](h[:, start : start + len(mods)])
+            head = self.heads[kind]
+            part = h[:, start : start + len(mods)]
+            A, B = head(part, picked) if isinstance(head, LexicalHead) else head(part)
             start += len(mods)
             for j, module in enumerate(mods):
                 out[module.path] = (A[:, j], B[:, j])

@@ -21,7 +21,7 @@ import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from skillgraft.hypernet.checkpoint import CheckpointMeta, TRAIN_STATE, checkpoint_id, load_checkpoint, load_train_state, save_checkpoint
-from skillgraft.hypernet.encoder import make_encoder
+from skillgraft.hypernet.lexicon import encoder_for
 from skillgraft.hypernet.evaluate import batch_loss, evaluate
 from skillgraft.hypernet.hypernetwork import HypernetConfig, Hypernetwork, delta_sq_norm
 from skillgraft.hypernet.objectives import (
@@ -143,8 +143,7 @@ def _run(
         raise BaseMismatchError(
             f"the hypernetwork was built for base fingerprint {meta.fingerprint}, this base is {fingerprint}"
         )
-    encoder = make_encoder(meta.config.encoder, base_model=model, tokenizer=tokenizer,
-                           layer=meta.config.encoder_layer, window=meta.config.encoder_window)
+    encoder = encoder_for(meta.config, model, tokenizer)
     encoded = encoder.encode(texts)  # frozen encoder: every skill is embedded once, up front
     pad_id = _pad_id(tokenizer)
 

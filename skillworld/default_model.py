@@ -226,7 +226,6 @@ def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: 
     the models folder's own copy, then preferred to the shipped one); returns the stage-2 folder."""
     from dataclasses import replace
 
-    from skillgraft.hypernet.hypernetwork import HypernetConfig
     from skillgraft.hypernet.train import TrainConfig, train_stage1, train_stage2
     from skillgraft.skillworld.recipe import HYPERNET, hypernet_digest
 
@@ -237,8 +236,7 @@ def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: 
     shutil.rmtree(target, ignore_errors=True)
     config = TrainConfig(steps=HYPERNET.stage1_steps, batch_size=HYPERNET.batch_size, lr=HYPERNET.lr,
                          seed=HYPERNET.seed, max_len=HYPERNET.max_len, progress=show_progress, bf16=True,
-                         hypernet=HypernetConfig(rank=HYPERNET.rank, target_modules=HYPERNET.targets,
-                                                  encoder_window=HYPERNET.encoder_window))
+                         hypernet=HYPERNET.network())
     stage1 = train_stage1(str(policy), hypernet_texts(records, HYPERNET.seed), target / "stage1", config)
     stage2 = replace(config, steps=HYPERNET.stage2_steps, init_from=str(stage1.out_dir))
     done = target / "stage2"

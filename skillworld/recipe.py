@@ -52,8 +52,13 @@ class HypernetRecipe:
     induced, paraphrased), stage 2 on the expert's episodes with a form of their skill compiled."""
 
     rank: int = 8
-    targets: tuple[str, ...] = ("q_proj", "v_proj")
+    targets: tuple[str, ...] = ("q_proj", "v_proj", "o_proj")
     encoder_window: int = 32  # MiniLM tokens per chunk: a skill's edit line gets a vector of its own
+    # o_proj writes the residual stream: its B columns are the policy's embeddings of tokens picked
+    # from the skill, so a literal of the recipe (`and`, `.lower()`) reaches the adapter as itself.
+    lexical_targets: tuple[str, ...] = ("o_proj",)
+    lexical_rank: int = 8
+    lexical_layer: int = 15  # of 30: the hidden states the token selection reads
     stage1_steps: int = 120
     stage2_steps: int = 240
     batch_size: int = 4
@@ -61,6 +66,14 @@ class HypernetRecipe:
     max_len: int = 1024
     seed: int = 0
     edit_weight: float = 8.0  # stage 2: the edit reply's tokens weigh this much in the loss, the rest 1
+
+    def network(self, lexical: bool = True):
+        """The hypernetwork's configuration (without the lexical channel when `lexical` is False)."""
+        from skillgraft.hypernet.hypernetwork import HypernetConfig
+
+        return HypernetConfig(rank=self.rank, target_modules=self.targets, encoder_window=self.encoder_window,
+                              lexical_targets=self.lexical_targets if lexical else (),
+                              lexical_rank=self.lexical_rank, lexical_layer=self.lexical_layer)
 
 
 HYPERNET = HypernetRecipe()

@@ -11,6 +11,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from skillgraft.hypernet.checkpoint import read_meta
 from skillgraft.hypernet.compile import Compiler
+from skillgraft.hypernet.evaluate import collate, token_loss
 from skillgraft.hypernet.hypernetwork import HypernetConfig
 from skillgraft.hypernet.objectives import SECTION_PROMPT, read_trajectory, render_chat, stage1_example, stage2_example
 from skillgraft.hypernet.train import TrainConfig, split_heldout, train_stage1, train_stage2
@@ -132,6 +133,22 @@ def test_trajectory_rendering_drops_skill_text_and_scores_assistant_only():
     assert sum(plain.target) == sum(ctx.target)
     direct = render_chat(tok, traj.messages[:3], 4096)
     assert tok.decode([i for i, t in zip(direct.ids, direct.target) if t]).startswith("Run ruff")
+
+
+def test_a_reply_marked_with_a_weight_weighs_that_much_in_the_loss():
+    skills = make_skills(1)
+    tok = make_tokenizer(skills + ["Task: make the tests pass. Run submit Done. returncode output"])
+    data = _trajectory("lint", skills[0], "ruff")
+    data["messages"][2]["weight"] = 4.0
+    data["messages"][4]["train"] = False
+    rendered = stage2_example([0], read_trajectory(data), tok, 4096).tokens(False)  # marks survive the skill's removal
+    weights = {w for w, t in zip(rendered.weight, rendered.target) if t}
+    assert weights == {4.0} and "submit" not in tok.decode([i for i, t in zip(rendered.ids, rendered.target) if t])
+    model = make_base(len(tok))
+    ids, attn, labels, w = collate([rendered], pad_id=0)
+    weighted, total = token_loss(model, ids, attn, labels, w)
+    plain, n = token_loss(model, ids, attn, labels)
+    assert total == 4.0 * n and torch.allclose(weighted, 4.0 * plain)
 
 
 def test_stage2_trains_from_trajectory_files_and_reports_four_conditions(tmp_path, one_thread):
