@@ -111,18 +111,18 @@ def evaluate(
     batch_size: int = 8,
     conditions: Sequence[str] = CONDITIONS,
 ) -> dict[str, float]:
-    """Mean per-token loss of `examples` under each condition."""
+    """Mean per-token loss of `examples` under each condition (weighted, where tokens carry weights)."""
     was_training = net.training
     net.eval()
     result = {}
     for cond in conditions:
-        total, count = 0.0, 0
+        total, count = 0.0, 0.0
         for start in range(0, len(examples), batch_size):
             part = examples[start : start + batch_size]
             adapter = net if cond in ("adapter", "both") else None
             loss, n, _ = batch_loss(model, adapter, encoded, part, pad_id, with_context=cond in ("context", "both"))
             total += float(loss)
             count += n
-        result[cond] = total / max(count, 1)
+        result[cond] = total / max(count, 1.0)
     net.train(was_training)
     return result
