@@ -92,6 +92,14 @@ class ResidualBlock(nn.Module):
         return x + self.mlp(self.norm(x))
 
 
+def _init_a(to_a: nn.Linear, hidden: int, in_features: int) -> None:
+    """A: a small input-dependent part around a fixed Kaiming-scaled base, like a fresh LoRA A."""
+    nn.init.normal_(to_a.weight, std=0.02 / math.sqrt(hidden))
+    with torch.no_grad():
+        bound = 1.0 / math.sqrt(in_features)
+        to_a.bias.uniform_(-bound, bound)
+
+
 class KindHead(nn.Module):
     """One module kind's read-out: trunk features → (A, B) for rank r."""
 
@@ -102,11 +110,7 @@ class KindHead(nn.Module):
         self.norm = nn.LayerNorm(hidden)
         self.to_a = nn.Linear(hidden, rank * in_features)
         self.to_b = nn.Linear(hidden, rank * out_features)
-        # A: small input-dependent part around a fixed Kaiming-scaled base, like a fresh LoRA A.
-        nn.init.normal_(self.to_a.weight, std=0.02 / math.sqrt(hidden))
-        with torch.no_grad():
-            bound = 1.0 / math.sqrt(in_features)
-            self.to_a.bias.uniform_(-bound, bound)
+        _init_a(self.to_a, hidden, in_features)
         nn.init.zeros_(self.to_b.weight)
         nn.init.zeros_(self.to_b.bias)
 
@@ -146,10 +150,7 @@ class LexicalHead(nn.Module):
         self.norm = nn.LayerNorm(hidden)
         self.to_a = nn.Linear(hidden, picks * in_features)
         self.to_c = nn.Linear(hidden, picks)
-        nn.init.normal_(self.to_a.weight, std=0.02 / math.sqrt(hidden))
-        with torch.no_grad():
-            bound = 1.0 / math.sqrt(in_features)
-            self.to_a.bias.uniform_(-bound, bound)
+        _init_a(self.to_a, hidden, in_features)
         nn.init.zeros_(self.to_c.weight)
         nn.init.zeros_(self.to_c.bias)
 
