@@ -22,7 +22,9 @@ class Leftover:
 
 
 def sandbox_containers(client: docker.DockerClient) -> list:
-    return client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
+    # A run that ends between the engine's listing and the look at each container removes its
+    # sandbox meanwhile: that one is gone, not an error.
+    return client.containers.list(all=True, filters={"label": f"{LABEL}=1"}, ignore_removed=True)
 
 
 def reap(client: docker.DockerClient | None = None, *, everything: bool = False, dry_run: bool = False) -> list[Leftover]:
