@@ -82,6 +82,21 @@ def windows(ids: list[int], size: int) -> list[list[int]]:
     return [ids[i : i + size] for i in range(0, max(len(ids), 1), size)] or [[]]
 
 
+@torch.no_grad()
+def hidden_windows(model: Any, tokenizer: Any, text: str, layer: int, window: int) -> list[tuple[Tensor, Tensor]]:
+    """A text's token ids and the base's hidden states of `layer`, window by window. Only the
+    model's backbone runs: the vocabulary projection would cost more than the states and is not read."""
+    ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"] or [tokenizer.eos_token_id or 0]
+    device = next(model.parameters()).device
+    backbone = getattr(model, "base_model", model)
+    out = []
+    for w in windows(ids, window):
+        x = torch.tensor(w, device=device)
+        hidden = backbone(input_ids=x[None], output_hidden_states=True).hidden_states[layer][0]
+        out.append((x, hidden.float().cpu()))
+    return out
+
+
 class TextCache:
     """Texts seen before are not encoded again: training re-reads the same skills every epoch."""
 
@@ -192,15 +207,9 @@ class BaseHiddenEncoder:
         self.dim = int(model.config.hidden_size)
         self._cache = TextCache()
 
-    @torch.no_grad()
     def _encode_one(self, text: str) -> Tensor:
-        ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"] or [self.tokenizer.eos_token_id or 0]
-        device = next(self.model.parameters()).device
-        vectors = []
-        for w in windows(ids, self.window):
-            out = self.model(input_ids=torch.tensor([w], device=device), output_hidden_states=True)
-            vectors.append(out.hidden_states[self.layer][0].float().mean(0).cpu())
-        return torch.stack(vectors)
+        parts = hidden_windows(self.model, self.tokenizer, text, self.layer, self.window)
+        return torch.stack([hidden.mean(0) for _, hidden in parts])
 
     def encode(self, texts: Sequence[str]) -> EncodedSkills:
         per_text = []

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from skillgraft.hypernet.encoder import EncodedSkills, SkillEncoder, SkillTokens, TextCache, make_encoder, windows
+from skillgraft.hypernet.encoder import EncodedSkills, SkillEncoder, SkillTokens, TextCache, hidden_windows, make_encoder
 
 
 class TokenReader:
@@ -43,15 +43,10 @@ class TokenReader:
 
     @torch.no_grad()
     def _read_one(self, text: str) -> tuple[Tensor, Tensor]:
-        ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"] or [self.tokenizer.eos_token_id or 0]
-        device = next(self.model.parameters()).device
-        features, embeddings = [], []
-        for w in windows(ids, self.window):
-            x = torch.tensor([w], device=device)
-            out = self.model(input_ids=x, output_hidden_states=True)
-            features.append(out.hidden_states[self.layer][0].float().cpu())
-            embeddings.append(self._unembedding()[x[0]].float().cpu())
-        return torch.cat(features), torch.cat(embeddings)
+        parts = hidden_windows(self.model, self.tokenizer, text, self.layer, self.window)
+        unembedding = self._unembedding()
+        return (torch.cat([hidden for _, hidden in parts]),
+                torch.cat([unembedding[ids].float().cpu() for ids, _ in parts]))
 
     def read(self, texts: Sequence[str]) -> SkillTokens:
         per_text = []
