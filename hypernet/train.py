@@ -34,6 +34,7 @@ from skillgraft.hypernet.objectives import (
     stage2_example,
 )
 from skillgraft.hypernet.peft_io import BaseMismatchError, model_fingerprint
+from skillgraft.hypernet.precision import bf16_autocast
 from skillgraft.hypernet.targets import find_targets
 
 
@@ -55,7 +56,7 @@ class TrainConfig:
     init_from: str | None = None  # a checkpoint to start from (stage 2 usually starts from stage 1)
     progress: bool = True
     device: str = "cpu"
-    bf16: bool = False  # forward and backward in bfloat16 autocast (weights and optimiser stay float32)
+    bf16: bool = False  # forward and backward in bfloat16 autocast where native (weights and optimiser stay float32)
     hypernet: HypernetConfig = field(default_factory=HypernetConfig)
 
 
@@ -168,7 +169,7 @@ def _run(
         task = bar.add_task(f"stage {stage}", total=cfg.steps, completed=step, loss="-")
         while step < cfg.steps:
             batch = [make_example(rng.choice(train_ids), rng) for _ in range(cfg.batch_size)]
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+            with bf16_autocast(device, cfg.bf16):
                 loss_sum, n, factors = batch_loss(model, net, encoded, batch, pad_id)
             assert factors is not None  # a hypernetwork is given, so the batch made factors
             lm_loss = loss_sum.float() / max(n, 1)

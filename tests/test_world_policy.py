@@ -154,6 +154,27 @@ def test_the_context_loss_adds_to_the_assistant_loss_it_reports():
     assert total > acted and torch.allclose(_with_context_loss(model, ids, labels, attn, 0.0)[1], acted)
 
 
+def test_bf16_training_runs_in_bfloat16_only_where_the_device_has_it():
+    import torch
+
+    from skillgraft.hypernet.precision import native_bf16
+    from skillgraft.skillworld.policy.fit import Schedule, fit
+    from skillgraft.skillworld.policy.model import build_policy
+
+    examples = [([5, 6, 7, 8, 9, 10], [0, 0, 0, 1, 1, 0]), ([11, 12, 13, 14], [0, 1, 1, 1])]
+    schedule = Schedule(steps=3, batch_size=2, lr=1e-2, warmup=1, weight_decay=0.0, seed=0)
+
+    def losses(bf16: bool) -> list[float]:
+        torch.manual_seed(0)
+        return fit(build_policy(50, "micro", 64), examples, 0, schedule, show_progress=False, bf16=bf16)
+
+    asked, plain = losses(True), losses(False)
+    if native_bf16("cpu"):
+        assert asked != plain  # autocast ran: bfloat16 rounding moves the losses
+    else:
+        assert asked == plain  # emulated bfloat16 would be tens of times slower: float32 ran
+
+
 def test_the_tokenizer_is_trained_on_the_training_families_text_only(trained):
     """A skill-only family's words must split into pieces the policy has written in training."""
     from skillgraft.skillworld import library

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from skillgraft.hypernet.precision import bf16_autocast
+
 Example = tuple[list[int], list[int]]  # token ids, 0/1 loss mask
 
 
@@ -40,8 +42,8 @@ def fit(model, examples: list[Example], pad_id: int, schedule: Schedule, *, labe
         show_progress: bool = True, before_step: Callable[[int], None] | None = None, bf16: bool = False) -> list[float]:
     """Trains the model's trainable parameters in place; returns the loss of every step.
     before_step(step), when given, runs before each step's forward pass. bf16: the forward and
-    backward passes in bfloat16 autocast (the weights and the optimiser stay float32), about
-    twice as fast on a CPU with bfloat16 instructions."""
+    backward passes in bfloat16 autocast (the weights and the optimiser stay float32) where the
+    device computes bfloat16 natively, about twice as fast there; float32 elsewhere."""
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     decay = [p for _, p in params if p.dim() >= 2]
     no_decay = [p for _, p in params if p.dim() < 2]
@@ -59,7 +61,7 @@ def fit(model, examples: list[Example], pad_id: int, schedule: Schedule, *, labe
             ids, labels, attn = collate([examples[i] for i in batch], pad_id)
             if before_step:
                 before_step(step)
-            with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=bf16):
+            with bf16_autocast(ids.device, bf16):
                 if schedule.context_weight:
                     loss, total = _with_context_loss(model, ids, labels, attn, schedule.context_weight)
                 else:
