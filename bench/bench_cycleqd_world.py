@@ -1,10 +1,13 @@
 """CycleQD's final merge against the experts it started from, and the paper's ablations.
 
     python -m bench.bench_cycleqd_world --mode synthetic [--generations 30] [--children 2] [--seeds 3]
-    python -m bench.bench_cycleqd_world --mode skillworld --policy PATH \\
+    python -m bench.bench_cycleqd_world --mode skillworld [--policy PATH] \\
         --experts G1=ADAPTER_DIR --experts G2=... --experts G3=... \\
         --groups G1=family,family --groups G2=... --groups G3=... [--eval-tasks 4] [--sandbox docker]
         [--rows cycleqd,map-elites,...]
+    python -m bench.bench_cycleqd_world --mode skillworld --compiled-experts --scoring replay \\
+        --groups default=wrong_default --groups format=wrong_format --groups case=wrong_case_method \\
+        --groups boolean=wrong_boolean --eval-tasks 3 --generations 6 --seeds 3
 
 Each row is one CycleQD configuration run at the same budget (generations x children) from the
 same experts; after the search the best elite of each archive is merged (softmax of qualities)
@@ -14,10 +17,13 @@ rescaling-SVD mutation. Baselines measured side by side: each expert's average o
 the best single checkpoint (starting or found).
 
 synthetic: the known fitness of evolve.cycleqd.evaluators (each task lives in its own modules;
-an expert scores e^-1 on the others), averaged over --seeds worlds. skillworld: the agent with
-each adapter on held-out SkillWorld tasks of each family group, in sandboxes; it needs a
-trained policy and one expert adapter per group (for example the group's recipe skills
-compiled by the hypernetwork), which this script does not train.
+an expert scores e^-1 on the others), averaged over --seeds worlds. skillworld: the default model (or --policy) with each adapter on held-out SkillWorld tasks of
+each family group, scored in sandboxes (--scoring sandbox: the fraction of episodes solved) or by
+edit replays (--scoring replay: the fraction of held-out expert conversations whose edit the
+policy makes, teacher-forced; one forward pass each, skillworld/edit_replay.py). The experts are
+adapter folders (`skillgraft world train-expert` trains one per group), or with
+--compiled-experts each group's shipped skills compiled by the hypernetwork (--hypernet, default
+the bundled one). Over --seeds searches, the experts and tasks stay and the search's seed moves.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.bench_policy_turns import held_out_records
 from bench.ray_option import add_ray_option, ray_runner
 
 # key (for --rows), label, configuration overrides
@@ -114,41 +121,94 @@ def synthetic_trial(root: Path, seed: int, generations: int, children: int, rows
         store.close()
 
 
-def skillworld_trial(root: Path, args) -> dict:
+def _compiled_experts(root: Path, groups: dict[str, list[str]], policy: Path, hypernet: Path) -> dict[str, Path]:
+    """Each group's shipped skills (one per family) compiled and joined into one adapter folder."""
+    import random
+
+    from skillgraft.hypernet.compile import Compiler
+    from skillgraft.hypernet.lora import concat
+    from skillgraft.skillworld import library
+
+    compiler = Compiler.load(hypernet, policy)
+    rng = random.Random(0)
+    folders = {}
+    for group, families in groups.items():
+        deltas = compiler.compile([library.pick(f, rng).body for f in families])
+        folders[group] = compiler.save(concat(deltas), root / "experts" / group, {"expert": families})
+    return folders
+
+
+def _replay_sets(groups: dict[str, list[str]], per_group: int, offset: int) -> dict[str, list[list[dict]]]:
+    """Held-out expert conversations (no skill in context) for each group, per_group of them."""
+    from skillgraft.skillworld.dataset import record_steps
+    from skillgraft.skillworld.expert import messages
+
+    sets = {}
+    for group, families in groups.items():
+        records = held_out_records(families, -(-per_group // len(families)), offset)[:per_group]
+        sets[group] = [messages(record_steps(r, False)) for r in records]
+    return sets
+
+
+def skillworld_trials(root: Path, args) -> list[dict]:
     from skillgraft.agent.models.factory import make_model
     from skillgraft.evolve.cycleqd import AgentEvaluator
     from skillgraft.evolve.cycleqd.population import add_checkpoint
+    from skillgraft.settings import load_settings
     from skillgraft.skills.store import Store
+    from skillgraft.skillworld.default_model import ensure_hypernet, ensure_policy
     from skillgraft.skillworld.generate import HELDOUT_START, generate
 
     groups = {g.split("=", 1)[0]: g.split("=", 1)[1].split(",") for g in args.groups}
-    experts = dict(e.split("=", 1) for e in args.experts)
+    models = load_settings().models
+    policy = Path(args.policy) if args.policy else ensure_policy(models)
+    if args.compiled_experts:
+        experts = _compiled_experts(root, groups, policy, Path(args.hypernet) if args.hypernet else ensure_hypernet(models))
+    else:
+        experts = {g: Path(folder) for g, folder in (e.split("=", 1) for e in args.experts)}
     if set(groups) != set(experts) or len(groups) < 3:
-        raise SystemExit("give --groups and --experts for the same three or more group names")
+        raise SystemExit("give --groups (three or more) and, unless --compiled-experts, --experts for the same names")
     store = Store(f"sqlite:///{root / 'store.db'}", root / "artifacts")
     ids, names = [], {}
     for group, folder in experts.items():
-        rec = add_checkpoint(store, Path(folder), {"expert": group}, f"expert-{group}")
+        rec = add_checkpoint(store, folder, {"expert": group}, f"expert-{group}")
         ids.append(rec.id)
         names[rec.id] = f"expert {group}"
 
-    def tasks_for(offset: int) -> dict:
-        return {g: [generate(fams[i % len(fams)], HELDOUT_START + offset + i).task() for i in range(args.eval_tasks)]
-                for g, fams in groups.items()}
+    if args.scoring == "replay":
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    def factory():
-        return make_model(f"hf:{args.policy}")
+        from skillgraft.skillworld.edit_replay import EditReplayEvaluator
 
-    runner = ray_runner(args.ray, factory, args.workers)
-    evaluator = AgentEvaluator(tasks_for(0), factory, sandbox=args.sandbox, workers=args.workers, episodes=runner)
-    validator = AgentEvaluator(tasks_for(10_000), factory, sandbox=args.sandbox, workers=args.workers, episodes=runner)
+        model = AutoModelForCausalLM.from_pretrained(policy).eval()
+        tokenizer = AutoTokenizer.from_pretrained(policy)
+        evaluator = EditReplayEvaluator(_replay_sets(groups, args.eval_tasks, 500), model, tokenizer)
+        validator = EditReplayEvaluator(_replay_sets(groups, args.eval_tasks, 700), model, tokenizer)
+        closing: list = []
+    else:
+        def tasks_for(offset: int) -> dict:
+            return {g: [generate(fams[i % len(fams)], HELDOUT_START + offset + i).task() for i in range(args.eval_tasks)]
+                    for g, fams in groups.items()}
+
+        def factory():
+            return make_model(f"hf:{policy}")
+
+        runner = ray_runner(args.ray, factory, args.workers)
+        evaluator = AgentEvaluator(tasks_for(0), factory, sandbox=args.sandbox, workers=args.workers, episodes=runner)
+        validator = AgentEvaluator(tasks_for(10_000), factory, sandbox=args.sandbox, workers=args.workers, episodes=runner)
+        closing = [evaluator, validator]
     try:
-        return experiment(store, ids, list(groups), evaluator, validator, generations=args.generations,
-                          children=args.children, seed=args.seed, names=names, rows=args.rows)
+        return [experiment(store, ids, list(groups), evaluator, validator, generations=args.generations,
+                           children=args.children, seed=args.seed + s, names=names, rows=args.rows)
+                for s in range(args.seeds)]
     finally:
-        evaluator.close()
-        validator.close()
+        for evaluator_ in closing:
+            evaluator_.close()
         store.close()
+
+
+def _ratio(value: float, baseline: float) -> str:
+    return f"{value / baseline:.2f}x" if baseline > 0 else ("same" if value == 0 else "above 0")
 
 
 def report(trials: list[dict], budget: str) -> None:
@@ -164,7 +224,7 @@ def report(trials: list[dict], budget: str) -> None:
         merge = float(np.mean([t["rows"][label]["merge"] for t in trials]))
         qd = float(np.mean([t["rows"][label]["qd_score"] for t in trials]))
         cov = float(np.mean([t["rows"][label]["coverage"] for t in trials]))
-        print(f"{label:<34}{merge:>10.3f}{merge / best_expert:>15.2f}x{merge / best_single:>15.2f}x{qd:>10.2f}{cov:>9.1%}")
+        print(f"{label:<34}{merge:>10.3f}{_ratio(merge, best_expert):>16}{_ratio(merge, best_single):>16}{qd:>10.2f}{cov:>9.1%}")
 
 
 def main() -> None:
@@ -173,11 +233,18 @@ def main() -> None:
     ap.add_argument("--generations", type=int, default=30)
     ap.add_argument("--children", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--seeds", type=int, default=3, help="synthetic worlds to average over")
-    ap.add_argument("--policy", help="skillworld: folder of the trained policy (transformers format)")
+    ap.add_argument("--seeds", type=int, default=3,
+                    help="synthetic worlds to average over; skillworld: searches (seeds) over the same experts")
+    ap.add_argument("--policy", help="skillworld: folder of the trained policy (default: the bundled default model)")
     ap.add_argument("--experts", action="append", default=[], help="skillworld: GROUP=ADAPTER_DIR, one per group")
+    ap.add_argument("--compiled-experts", action="store_true",
+                    help="skillworld: each group's expert is its shipped skills compiled by --hypernet")
+    ap.add_argument("--hypernet", help="skillworld: hypernetwork for --compiled-experts (default: the bundled one)")
+    ap.add_argument("--scoring", choices=["sandbox", "replay"], default="sandbox",
+                    help="skillworld: episodes in sandboxes, or teacher-forced edit replays (fast, a proxy)")
     ap.add_argument("--groups", action="append", default=[], help="skillworld: GROUP=family,family,...")
-    ap.add_argument("--eval-tasks", type=int, default=4, help="skillworld: held-out tasks per group per set")
+    ap.add_argument("--eval-tasks", type=int, default=4,
+                    help="skillworld: held-out tasks (or conversations) per group, in each of the search and validation sets")
     ap.add_argument("--sandbox", default="docker")
     ap.add_argument("--workers", type=int, default=2)
     add_ray_option(ap)
@@ -196,9 +263,7 @@ def main() -> None:
             trials = [synthetic_trial(Path(tmp) / f"world{s}", args.seed + s, args.generations, args.children, args.rows)
                       for s in range(args.seeds)]
         else:
-            if not args.policy:
-                raise SystemExit("--mode skillworld needs --policy, --groups and --experts")
-            trials = [skillworld_trial(Path(tmp), args)]
+            trials = skillworld_trials(Path(tmp), args)
         report(trials, budget)
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import random
 from collections import Counter, defaultdict
-from contextlib import nullcontext
 from pathlib import Path
 
 from rich.console import Console
@@ -44,28 +43,6 @@ def induced_recipes(families: list[str]) -> dict[str, str]:
     from skillgraft.skillworld.skill_texts import induced
 
     return {record["family"]: induced(record) for record in held_out_records(families, 1, offset=900)}
-
-
-def edit_command_right(model, tokenizer, conversation: list[dict], delta) -> bool:
-    """Whether every token of the edit turn's command (after its ```bash) is the greedy guess."""
-    import torch
-
-    from skillgraft.hypernet.apply import generated_lora
-    from skillgraft.skillworld.policy.lora_policy import encode
-
-    ids, mask = encode(tokenizer, conversation, 4096)
-    lora = generated_lora(model, {k: (v.A[None], v.B[None]) for k, v in delta.items()}) if delta else nullcontext()
-    with torch.no_grad(), lora:
-        guess = model(torch.tensor([ids])).logits[0].argmax(-1).tolist()
-    turn, in_command, right = -1, False, True
-    for i in range(1, len(ids)):
-        if mask[i] and not mask[i - 1]:
-            turn += 1
-        if mask[i] and turn == 2:
-            if in_command:
-                right &= guess[i - 1] == ids[i]
-            in_command = in_command or "bash" in tokenizer.convert_ids_to_tokens(ids[i])
-    return right
 
 
 def main() -> None:
@@ -88,6 +65,7 @@ def main() -> None:
     from skillgraft.skillworld import library
     from skillgraft.skillworld.dataset import record_steps
     from skillgraft.skillworld.default_model import ensure_hypernet, ensure_policy
+    from skillgraft.skillworld.edit_replay import edit_command_right
     from skillgraft.skillworld.expert import messages
     from skillgraft.skillworld.families import resolve
 

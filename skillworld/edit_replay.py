@@ -1,0 +1,112 @@
+"""Edit replays: does the policy, with a given adapter, make the expert's edit?
+
+A SkillWorld family's fix lives in one reply, the edit (turn 2: after running the tests and
+finding the failing function). Given a held-out expert conversation up to that reply, the edit
+is right when the policy's greedy token is the expert's at every position of the reply's
+command, with everything before it (the expert's thought included) given. That is one forward
+pass, against the seconds to minutes of a sandbox episode on two cores, which is what a search
+over hundreds of adapters (CycleQD) can afford. It is a proxy for success: an episode can still
+go wrong before or after its edit, which only the sandbox (AgentEvaluator) measures.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from skillgraft.evolve.cycleqd.evaluators import Request
+from skillgraft.hypernet.apply import generated_lora
+from skillgraft.hypernet.lora import LoraDelta
+from skillgraft.skillworld.policy.lora_policy import encode
+
+EDIT_TURN = 2
+
+
+@dataclass(frozen=True)
+class EditReplay:
+    """A conversation's tokens up to the end of its edit reply, and the positions of the command."""
+
+    ids: list[int]
+    command: list[int]
+
+
+def edit_replay(tokenizer: Any, conversation: list[dict]) -> EditReplay:
+    """The conversation cut after its edit reply, with the positions of the reply's command (the
+    tokens after its ```bash fence); raises ValueError when it has no edit reply with a command."""
+    ids, mask = encode(tokenizer, conversation, 4096)
+    turn, in_command, command, end = -1, False, [], None
+    for i in range(1, len(ids)):
+        if mask[i] and not mask[i - 1]:
+            turn += 1
+        if turn > EDIT_TURN:
+            break
+        if mask[i] and turn == EDIT_TURN:
+            end = i + 1
+            if in_command:
+                command.append(i)
+            in_command = in_command or "bash" in tokenizer.convert_ids_to_tokens(ids[i])
+    if not command or end is None:
+        raise ValueError("the conversation has no edit reply with a command (its third assistant turn)")
+    return EditReplay(ids[:end], command)
+
+
+def edit_guess(model: Any, replay: EditReplay) -> list[int]:
+    """The model's greedy next token before each position of the command, the expert's tokens
+    given (the vocabulary projection only where it is read)."""
+    with torch.no_grad():
+        hidden = model.get_decoder()(torch.tensor([replay.ids])).last_hidden_state[0]
+        return model.get_output_embeddings()(hidden[[i - 1 for i in replay.command]]).argmax(-1).tolist()
+
+
+def edit_right(model: Any, replay: EditReplay) -> bool:
+    """Whether the model's greedy guess is the expert's token at every position of the command."""
+    return edit_guess(model, replay) == [replay.ids[i] for i in replay.command]
+
+
+def applied(model: Any, delta: LoraDelta | None):
+    """A context in which `model` computes with `delta` added to its weights (nothing when None)."""
+    if not delta:
+        return nullcontext()
+    return generated_lora(model, {path: (lr.A[None], lr.B[None]) for path, lr in delta.items()})
+
+
+def edit_command_right(model: Any, tokenizer: Any, conversation: list[dict], delta: LoraDelta | None) -> bool:
+    """One conversation's edit, replayed with `delta` applied to the model."""
+    with applied(model, delta):
+        return edit_right(model, edit_replay(tokenizer, conversation))
+
+
+@dataclass
+class EditReplayEvaluator:
+    """CycleQD's evaluator by edit replays: a task's score is the fraction of its conversations
+    whose edit the policy makes with the candidate adapter applied."""
+
+    needs_folder: ClassVar[bool] = False
+    task_sets: Mapping[str, Sequence[list[dict]]]  # task name -> held-out expert conversations
+    model: Any
+    tokenizer: Any
+    calls: int = 0  # (candidate, task) pairs scored
+    _replays: dict[str, list[EditReplay]] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        empty = [name for name, conversations in self.task_sets.items() if not conversations]
+        if empty:
+            raise ValueError(f"task sets with no conversations: {', '.join(empty)}")
+        self._replays = {name: [edit_replay(self.tokenizer, c) for c in conversations]
+                         for name, conversations in self.task_sets.items()}
+
+    def evaluate(self, requests: Sequence[Request]) -> list[float]:
+        scores = []
+        for candidate, task in requests:
+            replays = self._replays[task]
+            with applied(self.model, candidate.delta):
+                scores.append(sum(edit_right(self.model, r) for r in replays) / len(replays))
+            self.calls += 1
+        return scores
+
+
+__all__ = ["EditReplay", "EditReplayEvaluator", "applied", "edit_command_right", "edit_guess", "edit_replay",
+           "edit_right"]
