@@ -254,9 +254,10 @@ def main() -> None:
     unknown = set(args.rows or []) - {k for k, _, _ in ABLATIONS}
     if unknown:
         ap.error(f"unknown rows: {', '.join(sorted(unknown))}")
-    import torch
+    if args.mode == "synthetic" or args.scoring == "sandbox":
+        import torch
 
-    torch.set_num_threads(1)  # small decompositions; see bench_cycleqd_ops
+        torch.set_num_threads(1)  # small decompositions here (see bench_cycleqd_ops); replays want every core
     budget = f"{args.generations} generations x {args.children} children per configuration"
     with tempfile.TemporaryDirectory(prefix="bench-cycleqd-") as tmp:
         if args.mode == "synthetic":
