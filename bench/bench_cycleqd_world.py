@@ -216,8 +216,10 @@ def report(trials: list[dict], budget: str) -> None:
     best_expert = max(experts.values())
     best_single = float(np.mean([t["best_single"] for t in trials]))
     print(f"budget: {budget}; figures are means over {len(trials)} trial(s); success = mean validation score over tasks")
+    tasks = list(next(iter(trials[0]["experts"].values())))
     for name, v in experts.items():
-        print(f"  {name:<34} {v:.3f}")
+        per_task = ", ".join(f"{t} {np.mean([tr['experts'][name][t] for tr in trials]):.2f}" for t in tasks)
+        print(f"  {name:<34} {v:.3f}   ({per_task})")
     print(f"  {'best single checkpoint (any elite)':<34} {best_single:.3f}")
     print(f"{'configuration':<34}{'merge avg':>10}{'vs best expert':>16}{'vs best single':>16}{'QD score':>10}{'coverage':>10}")
     for label in trials[0]["rows"]:
@@ -225,6 +227,8 @@ def report(trials: list[dict], budget: str) -> None:
         qd = float(np.mean([t["rows"][label]["qd_score"] for t in trials]))
         cov = float(np.mean([t["rows"][label]["coverage"] for t in trials]))
         print(f"{label:<34}{merge:>10.3f}{_ratio(merge, best_expert):>16}{_ratio(merge, best_single):>16}{qd:>10.2f}{cov:>9.1%}")
+        print("    merge per task: " + ", ".join(
+            f"{t} {np.mean([tr['rows'][label]['merge_scores'][t] for tr in trials]):.2f}" for t in tasks))
 
 
 def main() -> None:
