@@ -96,7 +96,7 @@ def fill(root: Path, skills: int, trajectories: int, embed_all: bool) -> Store:
                              name=f"expert-{t}").id for t in folders]
     config = CycleQDConfig(generations=8, children_per_generation=4)
     result = run_cycleqd(store, ids, ["alpha", "beta", "gamma"], world.evaluator, config)
-    merge_and_promote(store, result, world.evaluator, global_name="synthetic-global")
+    merge_and_promote(store, result, world.evaluator, world.evaluator, global_name="synthetic-global")
     return store
 
 

@@ -119,15 +119,15 @@ def test_final_merge_is_promoted_only_when_it_beats_the_global(tmp_path: Path):
     store, world, ids = store_with_experts(tmp_path)
     result = run_cycleqd(store, ids, TASKS, world.evaluator, _config(generations=6))
     best = result.best()
-    outcome = merge_and_promote(store, result, world.evaluator)
+    outcome = merge_and_promote(store, result, world.evaluator, world.evaluator)
     assert outcome.accepted and outcome.global_scores is None
-    assert sum(outcome.weights.values()) == pytest.approx(1.0)
+    assert sum(outcome.weights.values()) == pytest.approx(outcome.scale)
     assert outcome.sources == {t: best[t].adapter_id for t in TASKS}
-    # softmax of the best qualities
+    # the chosen scale times the softmax of the best qualities
     import numpy as np
 
     q = np.array([best[t].score(t) for t in TASKS])
-    assert list(outcome.weights.values()) == pytest.approx(list(np.exp(q) / np.exp(q).sum()))
+    assert list(outcome.weights.values()) == pytest.approx(list(outcome.scale * np.exp(q) / np.exp(q).sum()))
     assert store.latest_global().id == outcome.global_adapter_id
     # the merge beats every expert's average here (each expert scores e^-1 on the other tasks)
     expert_means = [np.mean([world.evaluator.score(world.experts[t], u) for u in TASKS]) for t in TASKS]
@@ -137,10 +137,35 @@ def test_final_merge_is_promoted_only_when_it_beats_the_global(tmp_path: Path):
     perfect = concat([world.evaluator.targets[t] for t in TASKS])
     folder = save_adapter(perfect, tmp_path / "perfect", base_model_name="tiny", fingerprint="sha256:tiny-synthetic-base")
     head = store.commit_global(folder, store.latest_global().id, {"method": "test"})
-    again = merge_and_promote(store, result, world.evaluator)
+    again = merge_and_promote(store, result, world.evaluator, world.evaluator)
     assert not again.accepted and again.global_mean == pytest.approx(1.0)
     assert store.latest_global().id == head.id
     assert "not above" in again.reason
+
+
+def test_the_merge_scale_is_picked_on_the_search_tasks_and_only_the_pick_is_validated(tmp_path: Path):
+    import numpy as np
+
+    from skillgraft.evolve.cycleqd.evaluators import SyntheticEvaluator
+    from skillgraft.evolve.cycleqd.final_merge import merge_best
+    from skillgraft.evolve.cycleqd.persistence import RunRecorder
+
+    store, world, ids = store_with_experts(tmp_path)
+    result = run_cycleqd(store, ids, TASKS, world.evaluator, _config(generations=3, merge_scales=(2.0, 0.5, 1.0)))
+    validator = SyntheticEvaluator(world.evaluator.targets)
+    outcome = merge_and_promote(store, result, world.evaluator, validator, promote=False)
+    assert list(outcome.scale_scores) == [0.5, 1.0, 2.0]
+    recorder = RunRecorder(store)
+    rank = int(recorder.load_run(result.run_id)[2]["rank"])
+    by_hand = {s: float(np.mean([world.evaluator.score(merge_best(recorder, result, rank, s)[0], t) for t in TASKS]))
+               for s in (0.5, 1.0, 2.0)}
+    recorder.close()
+    assert outcome.scale_scores == pytest.approx(by_hand)
+    assert outcome.scale == max(by_hand, key=by_hand.get)
+    # the validation sets judge only the merge kept (no global yet), one score per task
+    assert validator.calls == len(TASKS)
+    with pytest.raises(ValueError, match="merge_scales"):
+        CycleQDConfig(merge_scales=())
 
 
 def test_heatmap_png_per_archive(tmp_path: Path):
@@ -178,7 +203,7 @@ def test_any_generation_s_archives_can_be_rebuilt_from_the_store_and_the_merge_i
         then = archives_at(state, stats.generation)
         assert {t: len(a) for t, a in then.items()} == {t: s.elites for t, s in stats.archives.items()}
         assert {t: a.stats().best_quality for t, a in then.items()} == {t: s.best_quality for t, s in stats.archives.items()}
-    outcome = merge_and_promote(store, result, world.evaluator)
+    outcome = merge_and_promote(store, result, world.evaluator, world.evaluator)
     kept = store.qd_run(result.run_id).state["merge"]
     assert kept["accepted"] == outcome.accepted and kept["candidate_scores"] == outcome.candidate_scores
     assert kept["merge_adapter_id"] == outcome.merge_adapter_id and store.qd_run(result.run_id).state["placed"] == state["placed"]

@@ -76,7 +76,7 @@ def filled(parts, tmp_path_factory):  # noqa: F811
     qd_store.close()
     result = run_cycleqd(store, _copy_experts(store, root / "qd", ids), ["alpha", "beta", "gamma"], world.evaluator,
                          CycleQDConfig(generations=3, children_per_generation=2, seed=3))
-    merge_and_promote(store, result, world.evaluator, global_name="synthetic-global")
+    merge_and_promote(store, result, world.evaluator, world.evaluator, global_name="synthetic-global")
     yield store
     store.close()
 
@@ -265,6 +265,9 @@ def test_cycleqd_archives_per_generation_and_the_final_merge(filled, site, drive
     scores = {r.find_elements(By.TAG_NAME, "td")[0].text: r.find_elements(By.TAG_NAME, "td")[1].text
               for r in driver.find_elements(By.CSS_SELECTOR, "#merge-scores tbody tr")}
     assert scores == {t: f"{v:.3f}" for t, v in merge["candidate_scores"].items()}
+    scales = driver.find_element(By.ID, "merge-scales").text
+    assert f"scaled by {merge['scale']}" in scales
+    assert all(f"{s} → {v:.3f}" in scales for s, v in merge["scale_scores"].items())
 
 
 def test_a_token_is_asked_of_every_request_when_given(filled, driver):

@@ -1,7 +1,7 @@
 """CycleQD over the agent's checkpoints: quality-diversity search in LoRA space.
 
     result = run_cycleqd(store, checkpoint_ids, ["strings", "dates"], evaluator, CycleQDConfig(generations=20))
-    outcome = merge_and_promote(store, result, validator)      # candidate global adapter, kept only if better
+    outcome = merge_and_promote(store, result, evaluator, validator)  # candidate global adapter, kept only if better
     write_heatmaps(result.archives, out_dir)
 """
 from skillgraft.evolve.cycleqd.archive import AddStatus, Archive, Binning, Elite

@@ -37,6 +37,10 @@ class CycleQDConfig:
     rank: Optional[int] = None  # children are recompressed to this rank; None = largest starting rank
     fixed_quality: Optional[str] = None  # ablation: MAP-Elites with one quality task instead of the cycle
     merge_temperature: float = 1.0  # final merge weights are softmax(quality / temperature)
+    # The final merge's weights are scaled by each of these and the scale scoring best on the search's
+    # tasks is kept (ties: the smaller). 1.0 is the paper's weighted average; above it, experts that
+    # touch different behaviours are not each diluted to 1/n of their strength.
+    merge_scales: tuple[float, ...] = (1.0, 1.5, 2.0, 3.0)
 
     def __post_init__(self) -> None:
         if self.generations < 0:
@@ -55,6 +59,9 @@ class CycleQDConfig:
             raise ValueError("rank must be >= 1")
         if self.merge_temperature <= 0:
             raise ValueError("merge_temperature must be > 0")
+        self.merge_scales = tuple(sorted(float(v) for v in self.merge_scales))
+        if not self.merge_scales or self.merge_scales[0] <= 0:
+            raise ValueError("merge_scales must hold at least one scale, each > 0")
         if self.ranges:
             self.ranges = {k: (float(v[0]), float(v[1])) for k, v in self.ranges.items()}
             for task, (lo, hi) in self.ranges.items():
@@ -63,6 +70,7 @@ class CycleQDConfig:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        d["merge_scales"] = list(self.merge_scales)
         if d["ranges"] is not None:
             d["ranges"] = {k: list(v) for k, v in d["ranges"].items()}
         return d
@@ -75,7 +83,8 @@ class CycleQDConfig:
     def search_identity(self) -> dict:
         """The fields that must match for a resume to continue the same search (generations may grow)."""
         d = self.to_dict()
-        d.pop("generations")
+        for later in ("generations", "merge_temperature", "merge_scales"):  # they act after the search
+            d.pop(later)
         return d
 
 

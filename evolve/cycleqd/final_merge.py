@@ -2,7 +2,9 @@
 
 The merge weights are softmax(quality / T) over the archives' best elites, summed by the merge
 the search's children are made with (exact rank concatenation recompressed to the run's rank).
-The merge replaces the global adapter only if its mean validation score beats the current
+The weights are then scaled by each of the config's merge scales, and the scale whose merge
+scores best on the search's own tasks is kept: the validation sets stay unseen until the merge
+is judged against the global adapter. The merge replaces the global adapter only if its mean validation score beats the current
 global's; the commit is optimistic, so a learner that moved the global meanwhile wins and the
 merge is reported as not accepted.
 """
@@ -39,6 +41,8 @@ class MergeOutcome:
     sources: dict[str, Any]  # task -> adapter id of that archive's best elite
     weights: dict[str, float]  # task -> merge weight
     merge_adapter_id: Any  # the merged adapter, kept in the store whether or not it is promoted
+    scale: float  # the weights' scale kept, picked on the search's tasks
+    scale_scores: dict[float, float]  # each scale tried -> its merge's mean score on the search's tasks
     candidate_scores: dict[str, float]
     global_scores: dict[str, float] | None  # None when there was no global adapter yet
     accepted: bool
@@ -57,41 +61,58 @@ class MergeOutcome:
     def to_dict(self) -> dict:
         return {
             "sources": self.sources, "weights": self.weights, "merge_adapter_id": self.merge_adapter_id,
+            "scale": self.scale, "scale_scores": {str(k): v for k, v in self.scale_scores.items()},
             "candidate_scores": self.candidate_scores, "candidate_mean": self.candidate_mean,
             "global_scores": self.global_scores, "global_mean": self.global_mean,
             "accepted": self.accepted, "reason": self.reason, "global_adapter_id": self.global_adapter_id,
         }
 
 
-def merge_best(recorder: RunRecorder, result: CycleQDResult, rank: int) -> tuple[LoraDelta, dict[str, Any], dict[str, float]]:
+def merge_best(recorder: RunRecorder, result: CycleQDResult, rank: int,
+               scale: float = 1.0) -> tuple[LoraDelta, dict[str, Any], dict[str, float]]:
+    """The archives' best elites merged with weights scale * softmax(quality / T)."""
     best = result.best()
     if not best:
         raise ValueError("every archive is empty; nothing to merge")
     tasks = list(best)
-    weights = softmax([best[t].score(t) for t in tasks], result.config.merge_temperature)
+    weights = scale * softmax([best[t].score(t) for t in tasks], result.config.merge_temperature)
     deltas = [recorder.delta(best[t].adapter_id) for t in tasks]
     merged = merge(MERGE, deltas, weights.tolist(), rank=rank)
     return merged, {t: best[t].adapter_id for t in tasks}, {t: float(w) for t, w in zip(tasks, weights)}
 
 
+def best_scaled_merge(recorder: RunRecorder, result: CycleQDResult, evaluator: Evaluator, rank: int, like: Any
+                      ) -> tuple[LoraDelta, dict[str, Any], dict[str, float], float, dict[float, float]]:
+    """The merge at each of the config's scales, scored on the search's tasks (cached with the
+    search's own scores); returns the best one (ties: the smaller scale) and every scale's mean."""
+    merges = {scale: merge_best(recorder, result, rank, scale) for scale in result.config.merge_scales}
+    candidates = [Candidate.of(m[0]) for m in merges.values()]
+    scores, _ = score_candidates(recorder, evaluator, candidates, result.tasks, like)
+    means = {scale: float(np.mean(list(s.values()))) for scale, s in zip(merges, scores)}
+    chosen = max(means, key=lambda scale: (means[scale], -scale))
+    return (*merges[chosen], chosen, means)
+
+
 def merge_and_promote(
     store: Store,
     result: CycleQDResult,
+    evaluator: Evaluator,
     validator: Evaluator,
     *,
     promote: bool = True,
     global_name: str = "global",
 ) -> MergeOutcome:
-    """Builds the final merge, scores it and the current global on the validation sets, and commits if
-    better; the outcome is kept in the run's state under "merge"."""
+    """Builds the final merge (its scale picked with `evaluator`, the search's), scores it and the
+    current global on the validation sets, and commits if better; the outcome is kept in the run's
+    state under "merge"."""
     recorder = RunRecorder(store)
     try:
         state = recorder.load_run(result.run_id)[2]
         like = recorder.info(state["checkpoints"][0])
-        merged, sources, weights = merge_best(recorder, result, int(state["rank"]))
+        merged, sources, weights, scale, scale_scores = best_scaled_merge(recorder, result, evaluator, int(state["rank"]), like)
         candidate = Candidate.of(merged)
         provenance = {
-            "method": "cycleqd-merge", "run_id": result.run_id, "generation": result.generation,
+            "method": "cycleqd-merge", "run_id": result.run_id, "generation": result.generation, "scale": scale,
             "combined": [{"adapter_id": sources[t], "weight": weights[t], "task": t} for t in sources],
         }
         merge_id = recorder.add_child(candidate, like, provenance, name=f"cycleqd-run{result.run_id}-merge")
@@ -105,7 +126,8 @@ def merge_and_promote(
         scores, _ = score_candidates(recorder, validator, subjects, tasks, like, namespace=VALIDATION)
         candidate_scores = scores[0]
         global_scores = scores[1] if current is not None else None
-        outcome = MergeOutcome(sources=sources, weights=weights, merge_adapter_id=merge_id,
+        outcome = MergeOutcome(sources=sources, weights=weights, merge_adapter_id=merge_id, scale=scale,
+                               scale_scores=scale_scores,
                                candidate_scores=candidate_scores, global_scores=global_scores,
                                accepted=False, reason="", delta=merged)
         _promote_if_better(store, outcome, recorder.folder(merge_id), current, provenance, like.fingerprint, promote, global_name)

@@ -42,7 +42,7 @@ def cycleqd_every(validation: Sequence[Task], model_factory: Callable[[], Model]
         try:
             config = CycleQDConfig(generations=generations, seed=seed + session_number, rank=learner.config.ema.rank)
             result = run_cycleqd(learner.store, checkpoints, sorted(groups), evaluator, config)
-            outcome = merge_and_promote(learner.store, result, evaluator, global_name=learner.config.ema.name)
+            outcome = merge_and_promote(learner.store, result, evaluator, evaluator, global_name=learner.config.ema.name)
         finally:
             evaluator.close()
         return f"CycleQD after session {session_number}: {outcome.reason}"

@@ -36,7 +36,7 @@ class CycleQDOptions:
     validation: Sequence[str] = ()
     population: Sequence[str] = ()
     resume: int | None = None
-    typed: frozenset[str] = frozenset()  # the SEARCH_OPTIONS given on the command line (checked against a resumed run)
+    typed: frozenset[str] = frozenset()  # options given on the command line: SEARCH_OPTIONS (checked against a resumed run), merge_scale
     model: str = DEFAULT_MODEL
     sandbox: SandboxKind = SandboxKind.docker
     workers: int = 2
@@ -95,7 +95,9 @@ def _resumed_config(stored: Mapping[str, Any], given: CycleQDConfig, typed: froz
         if option in typed and stored.get(key) != getattr(given, key):
             raise ValueError(f"--{option.replace('_', '-')} differs from the resumed run's ({stored.get(key)!r}); "
                              "only --generations may change")
-    return CycleQDConfig.from_dict({**stored, "generations": given.generations})
+    # The merge scales act after the search, so a resume may change them.
+    later = {"merge_scales": given.merge_scales} if "merge_scale" in typed else {}
+    return CycleQDConfig.from_dict({**stored, "generations": given.generations, **later})
 
 
 def run_search(settings: Settings, options: CycleQDOptions,
@@ -158,7 +160,7 @@ def _search(settings: Settings, options: CycleQDOptions, on_generation: Callable
     try:
         result = run_cycleqd(store, checkpoints, names, evaluator, config, run_id=options.resume,
                              on_generation=lambda stats: on_generation(stats, names), meta=meta)
-        merged = merge_and_promote(store, result, validator, promote=options.promote) if options.merge else None
+        merged = merge_and_promote(store, result, evaluator, validator, promote=options.promote) if options.merge else None
         folder = options.heatmaps or settings.home / "cycleqd" / f"run{result.run_id}"
         pngs = write_heatmaps(result.archives, folder, prefix=f"run{result.run_id}")
     except (ValueError, StoreError, TaskError, ModelError) as exc:
