@@ -92,7 +92,7 @@ def experiment(store, checkpoints: list, tasks: list[str], evaluator, validator,
         unscaled = outcome.candidate_scores
         if outcome.scale != 1.0:
             rank = int(recorder.load_run(result.run_id)[2]["rank"])
-            plain = Candidate.of(merge_best(recorder, result, rank, 1.0)[0])
+            plain = Candidate.of(merge_best(recorder, result, rank)[0])
             unscaled = score_candidates(recorder, validator, [plain], tasks, like, namespace="validation")[0][0]
         last = result.history[-1]
         held = {e.adapter_id: _mean(e.scores) for a in result.archives.values() for e in a.elites.values()}

@@ -149,6 +149,7 @@ def test_the_merge_scale_is_picked_on_the_search_tasks_and_only_the_pick_is_vali
     from skillgraft.evolve.cycleqd.evaluators import SyntheticEvaluator
     from skillgraft.evolve.cycleqd.final_merge import merge_best
     from skillgraft.evolve.cycleqd.persistence import RunRecorder
+    from skillgraft.hypernet.lora import scale
 
     store, world, ids = store_with_experts(tmp_path)
     result = run_cycleqd(store, ids, TASKS, world.evaluator, _config(generations=3, merge_scales=(2.0, 0.5, 1.0)))
@@ -157,8 +158,8 @@ def test_the_merge_scale_is_picked_on_the_search_tasks_and_only_the_pick_is_vali
     assert list(outcome.scale_scores) == [0.5, 1.0, 2.0]
     recorder = RunRecorder(store)
     rank = int(recorder.load_run(result.run_id)[2]["rank"])
-    by_hand = {s: float(np.mean([world.evaluator.score(merge_best(recorder, result, rank, s)[0], t) for t in TASKS]))
-               for s in (0.5, 1.0, 2.0)}
+    merged = merge_best(recorder, result, rank)[0]
+    by_hand = {s: float(np.mean([world.evaluator.score(scale(merged, s), t) for t in TASKS])) for s in (0.5, 1.0, 2.0)}
     recorder.close()
     assert outcome.scale_scores == pytest.approx(by_hand)
     assert outcome.scale == max(by_hand, key=by_hand.get)

@@ -20,7 +20,7 @@ from skillgraft.evolve.cycleqd.candidate import Candidate
 from skillgraft.evolve.cycleqd.operators import MERGE
 from skillgraft.evolve.cycleqd.persistence import RunRecorder, score_candidates
 from skillgraft.evolve.cycleqd.search import CycleQDResult
-from skillgraft.hypernet.lora import LoraDelta
+from skillgraft.hypernet.lora import LoraDelta, scale
 from skillgraft.hypernet.merges import merge
 
 if TYPE_CHECKING:
@@ -68,29 +68,30 @@ class MergeOutcome:
         }
 
 
-def merge_best(recorder: RunRecorder, result: CycleQDResult, rank: int,
-               scale: float = 1.0) -> tuple[LoraDelta, dict[str, Any], dict[str, float]]:
-    """The archives' best elites merged with weights scale * softmax(quality / T)."""
+def merge_best(recorder: RunRecorder, result: CycleQDResult, rank: int) -> tuple[LoraDelta, dict[str, Any], dict[str, float]]:
     best = result.best()
     if not best:
         raise ValueError("every archive is empty; nothing to merge")
     tasks = list(best)
-    weights = scale * softmax([best[t].score(t) for t in tasks], result.config.merge_temperature)
+    weights = softmax([best[t].score(t) for t in tasks], result.config.merge_temperature)
     deltas = [recorder.delta(best[t].adapter_id) for t in tasks]
     merged = merge(MERGE, deltas, weights.tolist(), rank=rank)
     return merged, {t: best[t].adapter_id for t in tasks}, {t: float(w) for t, w in zip(tasks, weights)}
 
 
 def best_scaled_merge(recorder: RunRecorder, result: CycleQDResult, evaluator: Evaluator, rank: int, like: Any
-                      ) -> tuple[LoraDelta, dict[str, Any], dict[str, float], float, dict[float, float]]:
+                      ) -> tuple[Candidate, dict[str, Any], dict[str, float], float, dict[float, float]]:
     """The merge at each of the config's scales, scored on the search's tasks (cached with the
-    search's own scores); returns the best one (ties: the smaller scale) and every scale's mean."""
-    merges = {scale: merge_best(recorder, result, rank, scale) for scale in result.config.merge_scales}
-    candidates = [Candidate.of(m[0]) for m in merges.values()]
+    search's own scores); returns the best one (ties: the smaller scale), its sources and scaled
+    weights, the scale and every scale's mean. Scaling every weight scales the merged ΔW, so the
+    merge is made once."""
+    merged, sources, weights = merge_best(recorder, result, rank)
+    scales = result.config.merge_scales
+    candidates = [Candidate.of(scale(merged, s)) for s in scales]
     scores, _ = score_candidates(recorder, evaluator, candidates, result.tasks, like)
-    means = {scale: float(np.mean(list(s.values()))) for scale, s in zip(merges, scores)}
-    chosen = max(means, key=lambda scale: (means[scale], -scale))
-    return (*merges[chosen], chosen, means)
+    means = {s: float(np.mean(list(by_task.values()))) for s, by_task in zip(scales, scores)}
+    chosen = max(means, key=lambda s: (means[s], -s))
+    return candidates[scales.index(chosen)], sources, {t: chosen * w for t, w in weights.items()}, chosen, means
 
 
 def merge_and_promote(
@@ -109,10 +110,9 @@ def merge_and_promote(
     try:
         state = recorder.load_run(result.run_id)[2]
         like = recorder.info(state["checkpoints"][0])
-        merged, sources, weights, scale, scale_scores = best_scaled_merge(recorder, result, evaluator, int(state["rank"]), like)
-        candidate = Candidate.of(merged)
+        candidate, sources, weights, chosen, scale_scores = best_scaled_merge(recorder, result, evaluator, int(state["rank"]), like)
         provenance = {
-            "method": "cycleqd-merge", "run_id": result.run_id, "generation": result.generation, "scale": scale,
+            "method": "cycleqd-merge", "run_id": result.run_id, "generation": result.generation, "scale": chosen,
             "combined": [{"adapter_id": sources[t], "weight": weights[t], "task": t} for t in sources],
         }
         merge_id = recorder.add_child(candidate, like, provenance, name=f"cycleqd-run{result.run_id}-merge")
@@ -126,10 +126,10 @@ def merge_and_promote(
         scores, _ = score_candidates(recorder, validator, subjects, tasks, like, namespace=VALIDATION)
         candidate_scores = scores[0]
         global_scores = scores[1] if current is not None else None
-        outcome = MergeOutcome(sources=sources, weights=weights, merge_adapter_id=merge_id, scale=scale,
+        outcome = MergeOutcome(sources=sources, weights=weights, merge_adapter_id=merge_id, scale=chosen,
                                scale_scores=scale_scores,
                                candidate_scores=candidate_scores, global_scores=global_scores,
-                               accepted=False, reason="", delta=merged)
+                               accepted=False, reason="", delta=candidate.delta)
         _promote_if_better(store, outcome, recorder.folder(merge_id), current, provenance, like.fingerprint, promote, global_name)
         # Kept with the run, so what the final merge scored outlives this call.
         run = store.qd_run(result.run_id)
