@@ -42,6 +42,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--alpha", type=float, default=0.5)
     p.add_argument("--rank", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=None,
+                   help="sample the policy's replies at this temperature in every condition (default: greedy)")
     p.add_argument("--models", type=Path, default=None, help="models folder (default HOME/models); trained on first use")
     p.add_argument("--policy", type=Path, default=None, help="a trained policy folder instead of the default model")
     p.add_argument("--hypernet", type=Path, default=None, help="a hypernetwork checkpoint instead of the default one")
@@ -88,6 +90,17 @@ def run_condition(label: str, plan, model, compiler, args, root: Path, validatio
                 print(f"    {o.task_id}: {o.note}", flush=True)
     reports.append(store)  # kept for the drift measurement; popped by the caller
     return reports
+
+
+def by_family(reports) -> dict[str, tuple[int, int]]:
+    """Tasks solved and run, per family, over a condition's sessions."""
+    tally: dict[str, list[int]] = {}
+    for report in reports:
+        for o in report.outcomes:
+            won_n = tally.setdefault(o.family or "?", [0, 0])
+            won_n[0] += o.success
+            won_n[1] += 1
+    return {fam: (won, n) for fam, (won, n) in sorted(tally.items())}
 
 
 def drift(store, compiler_rank: int, args) -> tuple[float, int]:
@@ -163,9 +176,9 @@ def main() -> None:
     if args.skill_mode != "context":
         hypernet = args.hypernet or ensure_hypernet(models, show_progress=False)
     print(f"policy {policy}, hypernet {hypernet} ready in {time.monotonic() - t0:.0f}s", flush=True)
-    model = make_model(f"hf:{policy}")
+    model = make_model(f"hf:{policy}", temperature=args.temperature)
     compiler = make_compiler(hypernet, model)
-    factory = partial(make_model, f"hf:{policy}")
+    factory = partial(make_model, f"hf:{policy}", temperature=args.temperature)
     args.episodes = ray_runner(args.ray, factory, args.workers) or (
         LocalEpisodes(factory, args.workers) if args.workers > 1 else None)
     families = resolve(args.families)
@@ -177,7 +190,8 @@ def main() -> None:
     validation = world_validation(families, SEEN, first, args.validation_per_family, args.validation_seen_per_family,
                                   lambda f, s: generate(f, s).task()) if args.gate else []
     print(f"{args.sessions} sessions x {args.tasks_per_session} tasks from {', '.join(families)}; "
-          f"skill mode {args.skill_mode}, alpha {args.alpha}, rank {args.rank}"
+          f"skill mode {args.skill_mode}, alpha {args.alpha}, rank {args.rank}, "
+          + (f"temperature {args.temperature}" if args.temperature else "greedy")
           + (f"; gate on {len(validation)} validation tasks" if args.gate else ""), flush=True)
 
     results, stores = {}, {}
@@ -199,6 +213,8 @@ def main() -> None:
                 lo, hi = p.interval
                 cells.append(f"{p.successes:>2}/{p.episodes:<2} {p.rate:5.0%} [{lo:4.0%},{hi:4.0%}]")
             print(f"{i + 1:>7}  " + "  ".join(f"{c:>24}" for c in cells))
+        print("solved per family, all sessions: " + "; ".join(
+            f"{k} " + ", ".join(f"{fam} {won}/{n}" for fam, (won, n) in by_family(v).items()) for k, v in results.items()))
         last = {k: v[-1].rate for k, v in points.items()}
         if "off" in last:
             for k in points:
@@ -215,7 +231,8 @@ def main() -> None:
             print(f"factor-averaged global vs exact EMA of the same {n} updates: relative ΔW error {rel:.3f}")
         args.out.mkdir(parents=True, exist_ok=True)
         png = plot_curves({f"learning {k}": v for k, v in points.items()}, args.out / "learning_curve.png",
-                          title=f"SkillWorld held-out ({', '.join(args.families)}), skill mode {args.skill_mode}")
+                          title=f"SkillWorld held-out ({', '.join(args.families)}), skill mode {args.skill_mode}"
+                          + (f", temperature {args.temperature}" if args.temperature else ""))
         print(f"curve: {png}")
         if args.show_skills and "on" in stores:
             for version in stores["on"].latest_versions():

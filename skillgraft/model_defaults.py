@@ -11,8 +11,9 @@ from pathlib import Path
 from skillgraft.settings import DEFAULT_MODEL, Settings
 
 
-def load_model(settings: Settings, spec: str | None, *, progress: bool = True):
-    """The model a spec names (default: the bundled SkillWorld model, assembled on first use)."""
+def load_model(settings: Settings, spec: str | None, *, progress: bool = True, temperature: float | None = None):
+    """The model a spec names (default: the bundled SkillWorld model, assembled on first use);
+    temperature > 0 samples its replies (None: greedy, or a hosted model's own default)."""
     from skillgraft.agent.models.factory import make_model
 
     spec = spec or DEFAULT_MODEL
@@ -20,7 +21,7 @@ def load_model(settings: Settings, spec: str | None, *, progress: bool = True):
         from skillgraft.skillworld.default_model import ensure_policy
 
         ensure_policy(settings.models, show_progress=progress)
-    return make_model(spec, models_dir=settings.models)
+    return make_model(spec, models_dir=settings.models, temperature=temperature)
 
 
 def hypernet_for(settings: Settings, spec: str | None, given: Path | None = None, *, progress: bool = True) -> Path | None:

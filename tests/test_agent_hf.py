@@ -245,3 +245,19 @@ def test_prompt_lookup_checks_drafts_in_fewer_passes_and_answers_as_plain_greedy
     hook.remove()
     with pytest.raises(ModelError, match="lookup_tokens"):
         make_model(f"hf:{tiny}", lookup_tokens=-1)
+
+
+def test_sampling_replays_a_conversation_exactly_even_with_other_threads_sampling(tiny):
+    """Each reply draws from a generator seeded by the model's seed and the prompt: the same
+    conversation replays, another seed draws other replies, and threads sampling at once
+    (each with its own model) get what each gets alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    hot = [make_model(f"hf:{tiny}", max_new_tokens=24, temperature=2.0, seed=s) for s in range(4)]
+    alone = [m.query(MESSAGES).content for m in hot]
+    assert [m.query(MESSAGES).content for m in hot] == alone
+    assert len(set(alone)) > 1
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(lambda m: m.query(MESSAGES).content, hot)) == alone
+    greedy = make_model(f"hf:{tiny}", max_new_tokens=24).query(MESSAGES).content
+    assert make_model(f"hf:{tiny}", max_new_tokens=24, temperature=1e-4).query(MESSAGES).content == greedy

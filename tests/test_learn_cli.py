@@ -86,6 +86,9 @@ def test_learn_refuses_bad_input_with_exit_code_2(tmp_path):
     parametric = runner.invoke(app, ["learn", str(task), "--model", f"replay:{replay}", "--skill-mode", "parametric",
                                      "--home", str(tmp_path)])
     assert parametric.exit_code == 2 and "takes no adapters" in " ".join(parametric.output.split())
+    sampled = runner.invoke(app, ["learn", str(task), "--model", f"replay:{replay}", "--temperature", "0.8",
+                                  "--home", str(tmp_path)])
+    assert sampled.exit_code == 2 and "a temperature does not apply" in " ".join(sampled.output.split())
     missing = runner.invoke(app, ["refine", "nope", "--tasks", str(task), "--tasks", str(task), "--home", str(tmp_path),
                                   "--model", f"replay:{replay}"])
     assert missing.exit_code == 2 and "no skill named 'nope'" in " ".join(missing.output.split())
@@ -103,3 +106,18 @@ def test_world_validation_holds_the_learned_families_and_one_task_of_each_seen_f
     for t in validation:
         by_family.setdefault(t.family, []).append(t)
     assert {f: len(ts) for f, ts in by_family.items()} == {**{f: 2 for f in learning}, **{f: 1 for f in SEEN}}
+
+
+def test_the_learners_temperature_reaches_its_model_and_every_worker_model(tmp_path):
+    from skillgraft.agent.prompts import instance_prompt, system_prompt
+    from skillgraft.jobs.learning import LearnOptions, _local_episodes, agent_roles
+    from skillgraft.settings import load_settings
+    from tiny_llama import build_tiny_llama
+
+    folder = build_tiny_llama(tmp_path / "tiny", [system_prompt(), instance_prompt("Fix it.")] * 5, vocab_size=300)
+    settings = load_settings(home=tmp_path / "home")
+    options = LearnOptions(model=f"hf:{folder}", skill_mode="context", workers=2, temperature=0.7)
+    roles = agent_roles(settings, options.model, None, options.skill_mode, "offline", "offline", options.temperature)
+    worker = _local_episodes(settings, options).models()
+    assert roles.model.temperature == worker.temperature == 0.7
+    assert agent_roles(settings, options.model, None, "context", "offline", "offline").model.temperature == 0

@@ -9,16 +9,22 @@ from typing import Any
 from skillgraft.agent.models.base import Model, ModelError
 
 
-def make_model(spec: str, *, models_dir: Path | None = None, **kwargs: Any) -> Model:
-    """Builds the model a spec names; keyword arguments go to the backend's constructor."""
+def make_model(spec: str, *, models_dir: Path | None = None, temperature: float | None = None, **kwargs: Any) -> Model:
+    """Builds the model a spec names; keyword arguments go to the backend's constructor.
+    temperature (None: the backend's default) samples replies, of a local or a hosted model."""
     spec = spec.strip()
     if not spec:
         raise ModelError("empty model name")
+    if temperature is not None and temperature < 0:
+        raise ModelError(f"temperature must be 0 (greedy) or more, not {temperature}")
+    local = kwargs if temperature is None else {**kwargs, "temperature": temperature}
     if spec.startswith("hf:"):
         from skillgraft.agent.models.hf_model import HFModel
 
-        return HFModel(spec[3:], **kwargs)
+        return HFModel(spec[3:], **local)
     if spec.startswith("replay:"):
+        if temperature is not None:
+            raise ModelError(f"{spec}: replayed replies are scripted; a temperature does not apply")
         from skillgraft.agent.models.replay_model import ReplayModel
 
         return ReplayModel.from_file(spec[len("replay:"):])
@@ -29,11 +35,13 @@ def make_model(spec: str, *, models_dir: Path | None = None, **kwargs: Any) -> M
             raise ModelError(f"{spec} is converted into a models folder on first use; none was given")
         from skillgraft.agent.models.hf_model import HFModel
 
-        return HFModel(ensure_base(spec, Path(models_dir)), **kwargs)
+        return HFModel(ensure_base(spec, Path(models_dir)), **local)
     if models_dir is not None and "/" not in spec and (Path(models_dir) / spec / "config.json").is_file():
         from skillgraft.agent.models.hf_model import HFModel
 
-        return HFModel(Path(models_dir) / spec, **kwargs)
+        return HFModel(Path(models_dir) / spec, **local)
+    if temperature is not None:
+        kwargs["model_kwargs"] = {**kwargs.get("model_kwargs", {}), "temperature": temperature}
     from skillgraft.agent.models.litellm_model import LitellmModel
 
     try:

@@ -6,6 +6,7 @@ after unloading equal those before loading.
 """
 from __future__ import annotations
 
+import hashlib
 import threading
 import warnings
 from pathlib import Path
@@ -41,9 +42,13 @@ class HFModel:
     adapter drops it, since the cached states were computed with other weights. The cache grows
     in place (`kv_cache.GrowingCache`), so a decoding step does not copy the whole conversation.
 
-    lookup_tokens: in greedy decoding, up to this many next tokens are drafted by copying from
-    the conversation and checked in one forward pass (`lookup_decoding`); the tokens chosen are
-    the greedy ones either way. 0 turns it off; sampling never uses it.
+    lookup_tokens: up to this many next tokens are drafted by copying from the conversation and
+    checked in one forward pass (`lookup_decoding`); the tokens chosen are the same either way.
+    0 turns it off.
+
+    temperature > 0 samples. Each reply's draws come from a generator seeded by `seed` and the
+    prompt, so a conversation replays exactly, two tasks draw differently, and threads that
+    sample at once do not disturb each other.
     """
 
     def __init__(
@@ -199,28 +204,39 @@ class HFModel:
             return None, 0
         return cache, same
 
+    def _prompt_seed(self, ids: list[int]) -> int:
+        digest = hashlib.blake2b(repr((self.seed, ids)).encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "little") & (2**63 - 1)
+
+    def _generator(self, ids: list[int]):
+        import torch
+
+        return torch.Generator().manual_seed(self._prompt_seed(ids))
+
     def query(self, messages: list[dict]) -> ModelReply:
         import torch
 
         from skillgraft.agent.models.kv_cache import growing_cache
-        from skillgraft.agent.models.lookup_decoding import greedy_with_lookup, plain_argmax, stop_ids
+        from skillgraft.agent.models.lookup_decoding import decode_with_lookup, greedy, plain_argmax, sampler, stop_ids
 
         ids, dropped = self.prompt_ids(messages)
         if not ids:
             raise ModelError(f"{self.name}: empty prompt")
         sampling = self.temperature > 0
-        if sampling:
-            torch.manual_seed(self.seed)
         with self._lock, torch.no_grad():
             cache, reused = self._reusable(ids)
             if cache is None:
                 cache = growing_cache(self._base.config)
-            if self.lookup_tokens and not sampling and cache is not None and plain_argmax(self._base.generation_config):
-                sequence = greedy_with_lookup(self._model, ids, cache, max_new_tokens=self.max_new_tokens,
+            if cache is not None and (self.lookup_tokens or sampling) and plain_argmax(self._base.generation_config):
+                choose = sampler(self.temperature, self._generator(ids)) if sampling else greedy
+                sequence = decode_with_lookup(self._model, ids, cache, max_new_tokens=self.max_new_tokens,
                                               lookup_tokens=self.lookup_tokens,
-                                              stop=stop_ids(self._base.generation_config), device=self.device)
+                                              stop=stop_ids(self._base.generation_config), device=self.device,
+                                              choose=choose)
                 kept = cache
             else:
+                if sampling:  # generate() draws from the global generator
+                    torch.manual_seed(self._prompt_seed(ids))
                 input_ids = torch.tensor([ids], device=self.device)
                 pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
                 out = self._model.generate(

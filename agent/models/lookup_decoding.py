@@ -1,4 +1,4 @@
-"""Greedy decoding that drafts its next tokens from the conversation (prompt lookup).
+"""Decoding that drafts its next tokens from the conversation (prompt lookup).
 
 An agent's reply copies a great deal from what it has read: file names, commands, lines of code,
 the skill's own edit. After each chosen token, the tokens that followed the latest earlier
@@ -12,13 +12,19 @@ The tokens chosen are greedy decoding's: a draft only skips passes, never change
 float rounding, which differs between a pass over one token and one over several; the tests and
 bench_agent_turns check the replies against plain greedy decoding).
 
+Sampling keeps that property: each position of the pass draws its token from the model's
+distribution given the tokens before it, which are the sequence's own as long as the draft was
+kept, so keeping the draft up to the first draw that differs from it, and that draw, is a sample
+of the whole reply. The draws come from a generator of the caller's, never the global one, so
+threads that sample at once do not take each other's random numbers.
+
 transformers' own prompt lookup (`generate(prompt_lookup_num_tokens=...)`) runs the whole prompt
 again when handed a cache that already holds part of it, so it cannot continue the conversation's
 kept cache; this loop starts from whatever the cache holds.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -59,12 +65,32 @@ def stop_ids(generation_config: Any) -> set[int]:
     return set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
 
 
+Choose = Callable[[torch.Tensor], list[int]]  # a pass's logits (positions x vocabulary) -> a token each
+
+
+def greedy(logits: torch.Tensor) -> list[int]:
+    return logits.argmax(-1).tolist()
+
+
+def sampler(temperature: float, generator: torch.Generator) -> Choose:
+    """Draws each position's token from softmax(logits / temperature) with `generator`."""
+    if temperature <= 0:
+        raise ValueError(f"sampling needs a temperature above 0, not {temperature}")
+
+    def choose(logits: torch.Tensor) -> list[int]:
+        probs = torch.softmax(logits.float() / temperature, dim=-1)
+        return torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).tolist()
+
+    return choose
+
+
 @torch.no_grad()
-def greedy_with_lookup(model: Any, ids: list[int], cache: Any, *, max_new_tokens: int, lookup_tokens: int,
-                       stop: set[int], device: str | torch.device = "cpu") -> list[int]:
-    """The whole sequence (ids then the reply) decoded greedily; cache holds the states of ids'
-    first cache.get_seq_length() tokens (none for a fresh cache) and is left holding states for
-    every token of the sequence but the last, ready for the next turn."""
+def decode_with_lookup(model: Any, ids: list[int], cache: Any, *, max_new_tokens: int, lookup_tokens: int,
+                       stop: set[int], device: str | torch.device = "cpu", choose: Choose = greedy) -> list[int]:
+    """The whole sequence (ids then the reply), each token picked by `choose` (greedy by default);
+    cache holds the states of ids' first cache.get_seq_length() tokens (none for a fresh cache)
+    and is left holding states for every token of the sequence but the last, ready for the next
+    turn."""
     held = cache.get_seq_length()
     if held >= len(ids):
         raise ValueError(f"the cache holds {held} tokens; at least the prompt's last of {len(ids)} must be run")
@@ -75,7 +101,7 @@ def greedy_with_lookup(model: Any, ids: list[int], cache: Any, *, max_new_tokens
     while True:
         run = torch.tensor([pending + proposed], device=device)
         logits = model(input_ids=run, cache=cache, use_cache=True, logits_to_keep=len(proposed) + 1).logits
-        choices = logits[0].argmax(-1).tolist()
+        choices = choose(logits[0])
         kept = 0
         while kept < len(proposed) and choices[kept] == proposed[kept]:
             kept += 1

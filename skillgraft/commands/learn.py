@@ -57,6 +57,7 @@ def learn(
     no_learning: bool = typer.Option(False, "--no-learning", help="Only run and record: nothing is summarised or merged."),
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="First run the same sessions with learning off, to draw both curves."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help=HELP_MODEL),
+    temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, help="Sample the agent's replies at this temperature (both runs, learning off and on); a success that greedy decoding never finds is then found now and then, and learned from. Default: greedy (a hosted model: its own default). Each reply's draws are seeded by the conversation, so a run replays."),
     hypernet: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint that compiles skills into adapters (default: the bundled policy's, if made)."),
     skill_mode: SkillMode = typer.Option(SkillMode.auto, "--skill-mode", help="How skills reach the model; auto: parametric when a hypernetwork and an adapter model are there, else context."),
     summariser: str = typer.Option("offline", "--summariser", help=f"Who writes skills from successes: {HELP_ROLE}"),
@@ -92,11 +93,12 @@ def learn(
     options = LearnOptions(tasks or [], world.value if world else None, family, sessions, per_session, alpha, rank,
                            cycleqd_every, not no_learning, baseline, model or DEFAULT_MODEL, hypernet, skill_mode.value,
                            summariser, generator, refine_below, validation, gate, sandbox, image, seed,
-                           ray=ray, workers=workers, retries=retries)
+                           ray=ray, workers=workers, retries=retries, temperature=temperature)
     with job_exits():
         plan, held_out = plan_sessions(options)
         join_cluster(settings, ClusterOptions(options.ray))  # before the model is built here
-        roles = agent_roles(settings, options.model, options.hypernet, options.skill_mode, options.summariser, options.generator)
+        roles = agent_roles(settings, options.model, options.hypernet, options.skill_mode, options.summariser, options.generator,
+                            options.temperature)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, disable=json_out, transient=True) as progress:
             bar = progress.add_task("learning", total=sum(len(s) for s in plan) * len(run_labels(options)))

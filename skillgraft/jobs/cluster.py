@@ -45,7 +45,8 @@ def join_cluster(settings: Settings, options: ClusterOptions) -> None:
 
 @contextmanager
 def cluster_episodes(settings: Settings, options: ClusterOptions, model: str,
-                     on_event: Callable[[Tally], None] = lambda tally: None) -> Iterator[RayEpisodes | None]:
+                     on_event: Callable[[Tally], None] = lambda tally: None, *,
+                     temperature: float | None = None) -> Iterator[RayEpisodes | None]:
     """The cluster's episode runner for `model` (None without an address); its workers are
     stopped on the way out. A cluster that cannot be joined or cannot share the store is bad
     input; one that loses every worker mid-run fails the job."""
@@ -58,7 +59,7 @@ def cluster_episodes(settings: Settings, options: ClusterOptions, model: str,
     from skillgraft.agent.cluster import ClusterError, RayEpisodes
     from skillgraft.model_defaults import load_model
 
-    factory = partial(load_model, settings, model, progress=False)
+    factory = partial(load_model, settings, model, progress=False, temperature=temperature)
     try:
         runner = RayEpisodes(factory, options.workers, sandbox=options.sandbox.value, image=options.image,
                              retries=options.retries, on_event=on_event)

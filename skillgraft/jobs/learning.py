@@ -42,12 +42,12 @@ class AgentRoles:
 
 
 def agent_roles(settings: Settings, model: str, hypernet: Path | None, skill_mode: str, summariser: str,
-                generator: str) -> AgentRoles:
+                generator: str, temperature: float | None = None) -> AgentRoles:
     from skillgraft.evolve.learn.roles import make_compiler, make_generator, make_summariser
     from skillgraft.model_defaults import hypernet_for, load_model
 
     try:
-        agent_model = load_model(settings, model)
+        agent_model = load_model(settings, model, temperature=temperature)
         adapter_ok = isinstance(agent_model, AdapterModel)
         ckpt = hypernet_for(settings, model, hypernet) if adapter_ok and skill_mode != SkillMode.context.value else None
         compiler = make_compiler(ckpt, agent_model)
@@ -86,6 +86,7 @@ class LearnOptions:
     ray: str | None = None  # a Ray cluster's address: the sessions' episodes run on its workers
     workers: int = 1  # a session's tasks run this many at a time (threads here, or workers with ray)
     retries: int = 2  # with ray: more tries of an episode whose worker died
+    temperature: float | None = None  # the agent model's sampling temperature (None: greedy)
 
 
 def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:
@@ -130,7 +131,7 @@ def learn(settings: Settings, options: LearnOptions, roles: AgentRoles, plan: Se
     from skillgraft.jobs.cluster import ClusterOptions, cluster_episodes
 
     cluster = ClusterOptions(options.ray, options.workers, options.retries, options.sandbox, options.image)
-    with cluster_episodes(settings, cluster, options.model, on_cluster) as remote:
+    with cluster_episodes(settings, cluster, options.model, on_cluster, temperature=options.temperature) as remote:
         episodes = remote or (_local_episodes(settings, options) if options.workers > 1 else None)
         try:
             return _sessions(settings, options, roles, plan, held_out, episodes, on_session, on_outcome)
@@ -143,7 +144,8 @@ def _local_episodes(settings: Settings, options: LearnOptions) -> EpisodeRunner:
     from skillgraft.agent.episodes import LocalEpisodes
     from skillgraft.model_defaults import load_model
 
-    return LocalEpisodes(partial(load_model, settings, options.model, progress=False), options.workers,
+    return LocalEpisodes(partial(load_model, settings, options.model, progress=False, temperature=options.temperature),
+                         options.workers,
                          sandbox=options.sandbox.value, image=options.image)
 
 
