@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from functools import partial
 from pathlib import Path
 
@@ -94,13 +95,11 @@ def run_condition(label: str, plan, model, compiler, args, root: Path, validatio
 
 def by_family(reports) -> dict[str, tuple[int, int]]:
     """Tasks solved and run, per family, over a condition's sessions."""
-    tally: dict[str, list[int]] = {}
-    for report in reports:
-        for o in report.outcomes:
-            won_n = tally.setdefault(o.family or "?", [0, 0])
-            won_n[0] += o.success
-            won_n[1] += 1
-    return {fam: (won, n) for fam, (won, n) in sorted(tally.items())}
+    solved, run = Counter(), Counter()
+    for o in (o for report in reports for o in report.outcomes):
+        run[o.family or "?"] += 1
+        solved[o.family or "?"] += o.success
+    return {fam: (solved[fam], run[fam]) for fam in sorted(run)}
 
 
 def drift(store, compiler_rank: int, args) -> tuple[float, int]:

@@ -208,11 +208,6 @@ class HFModel:
         digest = hashlib.blake2b(repr((self.seed, ids)).encode(), digest_size=8).digest()
         return int.from_bytes(digest, "little") & (2**63 - 1)
 
-    def _generator(self, ids: list[int]):
-        import torch
-
-        return torch.Generator().manual_seed(self._prompt_seed(ids))
-
     def query(self, messages: list[dict]) -> ModelReply:
         import torch
 
@@ -228,7 +223,7 @@ class HFModel:
             if cache is None:
                 cache = growing_cache(self._base.config)
             if cache is not None and (self.lookup_tokens or sampling) and plain_argmax(self._base.generation_config):
-                choose = sampler(self.temperature, self._generator(ids)) if sampling else greedy
+                choose = sampler(self.temperature, torch.Generator().manual_seed(self._prompt_seed(ids))) if sampling else greedy
                 sequence = decode_with_lookup(self._model, ids, cache, max_new_tokens=self.max_new_tokens,
                                               lookup_tokens=self.lookup_tokens,
                                               stop=stop_ids(self._base.generation_config), device=self.device,
