@@ -164,7 +164,8 @@ def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str], co
     return _NUMBER.sub(number_sub, text)
 
 
-def _learned_from(text: str) -> set[str]:
+def values_in(text: str) -> set[str]:
+    """The words, numbers and paths in a text that a recipe would take as an instance's values."""
     return _seen_words(text) | _seen_numbers(text) | set(_PATH.findall(text))
 
 
@@ -179,14 +180,14 @@ def abstract_steps(episode: Episode, steps: list[Step], style: str = "upper",
     """
     abstraction = Abstraction(style=style)
     method = _seen_words(told)  # words only: a number in a skill (`tail -n 2`) too often is also a task's value
-    known = dict.fromkeys(_learned_from(episode.instruction) - method, "the task instruction")
+    known = dict.fromkeys(values_in(episode.instruction) - method, "the task instruction")
     out: list[tuple[str, str]] = []
     for i, step in enumerate(steps, 1):
         # The command first: its syntax says best what a value is (a sed address is a line).
         command = abstract_text(step.command, abstraction, known, command=True)
         thought = abstract_text(_first_sentence(step.thought), abstraction, known)
         out.append((abstraction.render(thought), abstraction.render(command)))
-        for value in _learned_from(step.output) - method:
+        for value in values_in(step.output) - method:
             known.setdefault(value, f"the output of step {i}")
     return out, abstraction
 

@@ -14,7 +14,8 @@ from typing import Protocol, runtime_checkable
 
 from skillgraft.agent.models.base import Model
 from skillgraft.evolve.learn.abstract import abstract_steps
-from skillgraft.evolve.learn.episode import Episode, useful_steps
+from skillgraft.evolve.learn.detours import recipe_steps
+from skillgraft.evolve.learn.episode import Episode
 from skillgraft.evolve.learn.llm_text import RULES, ask_for_skill
 from skillgraft.evolve.learn.summarise import check_skill_text
 from skillgraft.evolve.learn.summarise_offline import SECTION, SECTION_RE, OfflineSummariser, step_line
@@ -94,7 +95,7 @@ class OfflineGenerator:
         self.summariser = summariser or OfflineSummariser()
 
     def propose(self, skill_name: str, text: str, episodes: Sequence[Episode], rng: random.Random) -> str | None:
-        wins = [e for e in episodes if e.success and useful_steps(e)]
+        wins = [e for e in episodes if e.success and recipe_steps(e)]
         doc = parse(text, folder_name=skill_name)
         head, blocks, tail = _split_section(doc.body)
         edits = []
@@ -113,7 +114,7 @@ class OfflineGenerator:
                 body = doc.body.rstrip("\n") + "\n\n" + section
         elif edit == "insert":
             win = rng.choice(wins)
-            pairs, _ = abstract_steps(win, useful_steps(win), told=text)
+            pairs, _ = abstract_steps(win, recipe_steps(win), told=text)
             fresh = [p for p in pairs if not any(p[1] in b for b in blocks)]
             if not fresh:
                 return None

@@ -13,7 +13,8 @@ from typing import Any
 import re
 
 from skillgraft.evolve.learn.abstract import abstract_steps
-from skillgraft.evolve.learn.episode import Episode, useful_steps
+from skillgraft.evolve.learn.detours import recipe_steps
+from skillgraft.evolve.learn.episode import Episode
 from skillgraft.evolve.learn.summarise import SummaryError, check_skill_text
 from skillgraft.skills.skillmd import DESCRIPTION_MAX, parse, render
 
@@ -62,7 +63,7 @@ class OfflineSummariser:
     def recipe_section(self, episode: Episode, told: str = "") -> str:
         """The numbered steps of a successful run, its particulars as placeholders; `told` is the
         skill text the recipe extends, whose words stay as they are."""
-        steps = useful_steps(episode)
+        steps = recipe_steps(episode)
         if not steps:
             raise SummaryError(f"{episode.task_id}: the run has no commands to learn from")
         pairs, abstraction = abstract_steps(episode, steps, self.style, told)

@@ -1,0 +1,46 @@
+"""The steps of a successful run that a recipe keeps: the way to the fix without the detours.
+
+A run found by sampling wanders: a search whose pattern grep rejects, an edit whose script sed
+rejects, a look at a file that is not there, the same test run twice with nothing done between.
+A recipe that keeps those steps teaches them too. A step is a detour when
+
+- it failed (non-zero exit status), it is one simple command (no `&&`, `;`, pipe or newline, so
+  the status is that command's own and a failing edit changed nothing), and nothing first shown
+  in its output turns up in a later command: it taught the run nothing it used. A failing test
+  run whose output gave the expected value the edit then writes is kept;
+- or it repeats an earlier command word for word and printed the same: nothing had changed.
+
+The submit and commands the shell could not run at all are left out as well (`useful_steps`).
+"""
+from __future__ import annotations
+
+import re
+
+from skillgraft.evolve.learn.abstract import values_in
+from skillgraft.evolve.learn.episode import Episode, Step, useful_steps
+
+_COMPOUND = re.compile(r"&&|\|\||[;|\n]|`|\$\(")
+
+
+def recipe_steps(episode: Episode) -> list[Step]:
+    """The run's useful steps less its detours, in order."""
+    steps = useful_steps(episode)
+    shown = values_in(episode.instruction)
+    taught: list[set[str]] = []  # per step: values its output showed first
+    for step in steps:
+        shown |= values_in(step.command)
+        taught.append(values_in(step.output) - shown)
+        shown |= taught[-1]
+    kept: list[Step] = []
+    for i, step in enumerate(steps):
+        later = set().union(*(values_in(s.command) for s in steps[i + 1:]))
+        if _dead_end(step) and not (taught[i] & later):
+            continue
+        if any(k.command == step.command and k.output == step.output for k in kept):
+            continue
+        kept.append(step)
+    return kept
+
+
+def _dead_end(step: Step) -> bool:
+    return step.returncode not in (0, None) and not _COMPOUND.search(step.command)
