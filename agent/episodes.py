@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from skillgraft.agent.loadout import NOTHING, Loadout
-from skillgraft.agent.models.base import Model
+from skillgraft.agent.models.base import Model, Sampling
 from skillgraft.agent.runner import RunResult, run_task
 from skillgraft.agent.task import Task
 
@@ -31,6 +31,7 @@ class EpisodeJob:
     trajectory_path: Path | None = None
     info: Mapping[str, Any] | None = None
     tag: Any = None  # the caller's handle on the job (a family and seed, a candidate and task set…)
+    sampling: Sampling | None = None  # how this run draws its replies, where not as the model does
 
 
 class EpisodeRunner(Protocol):
@@ -66,7 +67,7 @@ class LocalEpisodes:
 
     def _one(self, job: EpisodeJob) -> RunResult:
         return run_task(job.task, self.models(), sandbox=self.sandbox, loadout=job.loadout,
-                        trajectory_path=job.trajectory_path, info=job.info, image=self.image)
+                        trajectory_path=job.trajectory_path, info=job.info, image=self.image, sampling=job.sampling)
 
     def run_all(self, jobs: Sequence[EpisodeJob]) -> Iterator[tuple[EpisodeJob, RunResult]]:
         if self._pool is None:  # kept across calls, so each thread keeps its model

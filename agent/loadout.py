@@ -109,8 +109,13 @@ class Loadout:
         return [s.ref for s in self.skills]
 
     @property
+    def versions(self) -> list[SkillVersion]:
+        """The store's versions among the skills (a candidate text is not one)."""
+        return [s.version for s in self.skills if s.version is not None]
+
+    @property
     def version_ids(self) -> list[int]:
-        return [s.version.id for s in self.skills if s.version is not None and s.version.id is not None]
+        return [v.id for v in self.versions if v.id is not None]
 
     @property
     def adapter_ids(self) -> list[int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 from skillgraft.agent.loadout import NOTHING, Loadout
 from skillgraft.agent.loop import SANDBOX_ERROR, AgentLoop, Step
-from skillgraft.agent.models.base import AdapterModel, Model, ModelError
+from skillgraft.agent.models.base import AdapterModel, Model, ModelError, Sampling, SamplingModel
 from skillgraft.agent.task import Task, links_leaving
 from skillgraft.agent.trajectory import TrajectoryWriter
 from skillgraft.sandbox.base import Sandbox, SandboxError, SandboxLimits, open_sandbox
@@ -29,7 +30,7 @@ SETUP_FAILED = "SetupFailed"
 RESERVED_INFO = frozenset(
     {"task", "model", "sandbox", "adapters", "skills", "limits", "started_at", "timings", "cost", "steps",
      "exit_status", "exit_detail", "patch", "test", "reward", "success", "usage", "links_outside_repo",
-     "test_files_restored"}
+     "test_files_restored", "sampling"}
 )
 
 
@@ -68,12 +69,14 @@ def run_task(
     info: Mapping[str, Any] | None = None,
     image: str | None = None,
     on_step: Callable[[Step], None] | None = None,
+    sampling: Sampling | None = None,
 ) -> RunResult:
     """Runs the agent on a task and judges it with the task's test command.
 
     The loadout (agent.loadout.make_loadout) says which skills the prompt shows and which adapter
     the model activates for the run. Raises SandboxUnavailable when the backend is missing, and
-    AdapterUnsupported when the loadout holds an adapter for a model that cannot take one;
+    AdapterUnsupported when the loadout holds an adapter for a model that cannot take one, and
+    ModelError when `sampling` is given for a model that cannot sample (a replay);
     everything that happens inside the run (limits, model failures, a failing setup) ends up in
     the result's exit_status instead.
     """
@@ -84,7 +87,13 @@ def run_task(
     adapted = model if (adapter_dir is not None and isinstance(model, AdapterModel)) else None
     if adapter_dir is not None and adapted is None:
         raise AdapterUnsupported(f"model {model.name} cannot take LoRA adapters; use an hf:<path> model for {adapter_dir}")
-    writer = TrajectoryWriter(trajectory_path, {**(info or {}), **_start_info(task, model, sandbox, skills, adapter_dir)})
+    drawing: AbstractContextManager[None] = nullcontext()
+    if sampling is not None:
+        if not isinstance(model, SamplingModel):
+            raise ModelError(f"model {model.name} cannot sample; a sampled run needs a local or hosted model")
+        drawing = model.sampled(sampling)
+    writer = TrajectoryWriter(trajectory_path, {**(info or {}), **_start_info(task, model, sandbox, skills, adapter_dir),
+                                                **({"sampling": asdict(sampling)} if sampling is not None else {})})
     started = time.monotonic()
     timings: dict[str, float] = {}
     if adapted is not None and adapter_dir is not None:
@@ -98,7 +107,8 @@ def run_task(
             limits = SandboxLimits(command_timeout=task.limits.command_timeout, network=task.network, disk=task.limits.disk)
             with open_sandbox(sandbox, repo, limits, image=image) as box:
                 timings["open"] = time.monotonic() - started
-                return _run_in(box, task, model, skills, writer, timings, started, on_step)
+                with drawing:
+                    return _run_in(box, task, model, skills, writer, timings, started, on_step)
     finally:
         if adapted is not None:
             adapted.unload_adapter()

@@ -45,6 +45,11 @@ def parse() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, default=None,
                    help="sample the policy's replies at this temperature in every condition (default: greedy)")
+    p.add_argument("--practice", type=int, default=0,
+                   help="learning on: run a task the session failed up to N more times, sampled at "
+                        "--practice-temperature from other streams of draws, and learn from the first success "
+                        "(the session's score stays that of its own runs)")
+    p.add_argument("--practice-temperature", type=float, default=1.0)
     p.add_argument("--models", type=Path, default=None, help="models folder (default HOME/models); trained on first use")
     p.add_argument("--policy", type=Path, default=None, help="a trained policy folder instead of the default model")
     p.add_argument("--hypernet", type=Path, default=None, help="a hypernetwork checkpoint instead of the default one")
@@ -75,7 +80,8 @@ def run_condition(label: str, plan, model, compiler, args, root: Path, validatio
     store = Store(f"sqlite:///{home / 'store.db'}", home / "artifacts")
     mode = "factors" if label.endswith("factors") else "exact"
     config = LearnConfig(learning=label != "off", skill_mode=args.skill_mode,
-                         ema=EmaConfig(alpha=args.alpha, rank=args.rank, mode=mode), gate=args.gate)
+                         ema=EmaConfig(alpha=args.alpha, rank=args.rank, mode=mode), gate=args.gate,
+                         practice=args.practice, practice_temperature=args.practice_temperature)
     learner = Learner(store, model, compiler, OfflineSummariser(test_command="python3 -m pytest -q"), config, home / "work",
                       validation=validation, episodes=args.episodes)
     reports = []
@@ -84,7 +90,8 @@ def run_condition(label: str, plan, model, compiler, args, root: Path, validatio
         report = learner.run_session(tasks, label=label)
         reports.append(report)
         learned = sum(1 for o in report.outcomes if o.learned)
-        print(f"  [{label}] session {i}: {report.successes}/{len(report.outcomes)} solved, {learned} learned, "
+        practised = f", {report.summary()['solved_in_practice']} solved in practice" if config.learning and args.practice else ""
+        print(f"  [{label}] session {i}: {report.successes}/{len(report.outcomes)} solved, {learned} learned{practised}, "
               f"{time.monotonic() - t0:.0f}s", flush=True)
         for o in report.outcomes:
             if o.note:  # why a success taught nothing (a gate's refusal, an unchanged summary)
@@ -191,7 +198,9 @@ def main() -> None:
     print(f"{args.sessions} sessions x {args.tasks_per_session} tasks from {', '.join(families)}; "
           f"skill mode {args.skill_mode}, alpha {args.alpha}, rank {args.rank}, "
           + (f"temperature {args.temperature}" if args.temperature else "greedy")
-          + (f"; gate on {len(validation)} validation tasks" if args.gate else ""), flush=True)
+          + (f"; gate on {len(validation)} validation tasks" if args.gate else "")
+          + (f"; learning on practises a failed task up to {args.practice} times at temperature {args.practice_temperature}"
+             if args.practice else ""), flush=True)
 
     results, stores = {}, {}
     with tempfile.TemporaryDirectory(prefix="bench-learning-") as tmp:
@@ -231,7 +240,8 @@ def main() -> None:
         args.out.mkdir(parents=True, exist_ok=True)
         png = plot_curves({f"learning {k}": v for k, v in points.items()}, args.out / "learning_curve.png",
                           title=f"SkillWorld held-out ({', '.join(args.families)}), skill mode {args.skill_mode}"
-                          + (f", temperature {args.temperature}" if args.temperature else ""))
+                          + (f", temperature {args.temperature}" if args.temperature else "")
+                          + (f", practice {args.practice} at {args.practice_temperature}" if args.practice else ""))
         print(f"curve: {png}")
         if args.show_skills and "on" in stores:
             for version in stores["on"].latest_versions():

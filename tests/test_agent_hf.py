@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from skillgraft.agent import prompts
-from skillgraft.agent.models.base import AdapterModel, ModelError
+from skillgraft.agent.models.base import AdapterModel, ModelError, Sampling, SamplingModel
 from skillgraft.agent.models.factory import make_model
 from skillgraft.agent.models.hf_model import HFModel, plain_chat_text
 from tiny_llama import build_tiny_llama
@@ -261,3 +261,25 @@ def test_sampling_replays_a_conversation_exactly_even_with_other_threads_samplin
         assert list(pool.map(lambda m: m.query(MESSAGES).content, hot)) == alone
     greedy = make_model(f"hf:{tiny}", max_new_tokens=24).query(MESSAGES).content
     assert make_model(f"hf:{tiny}", max_new_tokens=24, temperature=1e-4).query(MESSAGES).content == greedy
+
+
+def test_a_run_can_sample_from_another_stream_and_the_model_is_as_it_was_after(tiny):
+    """`sampled` sets one run's temperature and stream: stream 0 is the model's own draws, another
+    stream draws other replies for the same conversation and replays them, and once the block
+    ends the model decodes as before (here greedily)."""
+    model = make_model(f"hf:{tiny}", max_new_tokens=24, seed=3)
+    assert isinstance(model, SamplingModel)
+    greedy = model.query(MESSAGES).content
+    own = make_model(f"hf:{tiny}", max_new_tokens=24, temperature=2.0, seed=3).query(MESSAGES).content
+    with model.sampled(Sampling(2.0)):
+        assert model.query(MESSAGES).content == own
+    streams = []
+    for stream in (1, 2, 3):
+        with model.sampled(Sampling(2.0, stream)):
+            streams.append(model.query(MESSAGES).content)
+        with model.sampled(Sampling(2.0, stream)):
+            assert model.query(MESSAGES).content == streams[-1]
+    assert len(set(streams + [own])) > 1
+    assert model.query(MESSAGES).content == greedy and model.temperature == 0.0
+    with pytest.raises(ValueError, match="temperature above 0"):
+        Sampling(0.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from skillgraft.agent import prompts
-from skillgraft.agent.models.base import ModelError
+from skillgraft.agent.models.base import ModelError, Sampling, SamplingModel
 from skillgraft.agent.models.factory import make_model
 from skillgraft.agent.models.litellm_model import LitellmModel
 from skillgraft.agent.runner import run_task
@@ -61,6 +61,16 @@ def test_bash_tool_call_is_parsed_and_unknown_prices_cost_nothing():
     reply = model.query(MESSAGES)
     assert (reply.tool_command, reply.tool_call_id, reply.cost) == ("ls -la", "call_1", 0.0)
     assert model.query(MESSAGES).tool_command is None  # two calls in one reply: not one command
+
+
+def test_a_sampled_run_asks_for_its_temperature_and_the_model_is_as_it_was_after():
+    model = quick(tools=False, model_kwargs={"temperature": 0.2, "max_tokens": 64},
+                  mock_script=[{"mock_response": "ok\n```bash\nls\n```"}])
+    assert isinstance(model, SamplingModel)
+    with model.sampled(Sampling(0.9, stream=2)):
+        assert model.model_kwargs == {"temperature": 0.9, "max_tokens": 64}
+        assert model.query(MESSAGES).content.endswith("```bash\nls\n```")
+    assert model.model_kwargs == {"temperature": 0.2, "max_tokens": 64}
 
 
 @pytest.mark.docker

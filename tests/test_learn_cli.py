@@ -89,6 +89,9 @@ def test_learn_refuses_bad_input_with_exit_code_2(tmp_path):
     sampled = runner.invoke(app, ["learn", str(task), "--model", f"replay:{replay}", "--temperature", "0.8",
                                   "--home", str(tmp_path)])
     assert sampled.exit_code == 2 and "a temperature does not apply" in " ".join(sampled.output.split())
+    practised = runner.invoke(app, ["learn", str(task), "--model", f"replay:{replay}", "--practice", "2",
+                                    "--home", str(tmp_path)])
+    assert practised.exit_code == 2 and "cannot sample" in " ".join(practised.output.split())
     missing = runner.invoke(app, ["refine", "nope", "--tasks", str(task), "--tasks", str(task), "--home", str(tmp_path),
                                   "--model", f"replay:{replay}"])
     assert missing.exit_code == 2 and "no skill named 'nope'" in " ".join(missing.output.split())

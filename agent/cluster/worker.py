@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from skillgraft.agent.loadout import GivenSkill, Loadout
-from skillgraft.agent.models.base import Model
+from skillgraft.agent.models.base import Model, Sampling
 from skillgraft.agent.runner import RunResult, run_task
 from skillgraft.agent.skill_mode import SkillMode
 from skillgraft.agent.task import Task
@@ -27,6 +27,7 @@ class WireJob:
     adapter: tuple[str, list[Any]] | None  # (content hash, [object ref])
     info: dict[str, Any] | None
     keep_trajectory: bool
+    sampling: Sampling | None = None
 
 
 @dataclass
@@ -78,7 +79,7 @@ class EpisodeWorker:
         with tempfile.TemporaryDirectory(prefix="skillgraft-episode-") as tmp:
             path = Path(tmp) / "trajectory.json" if job.keep_trajectory else None
             result = run_task(job.task, self.model, sandbox=self.sandbox, loadout=loadout, trajectory_path=path,
-                              info=job.info, image=self.image)
+                              info=job.info, image=self.image, sampling=job.sampling)
             document = read_trajectory(path) if path is not None and path.is_file() else None
         self.episodes += 1
         return WireResult(replace(result, trajectory_path=None), document, self.node, os.getpid())

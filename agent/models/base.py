@@ -1,6 +1,7 @@
 """The model protocol: messages in, one reply out."""
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -24,6 +25,30 @@ class Model(Protocol):
     name: str
 
     def query(self, messages: list[dict]) -> ModelReply: ...
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How one run draws its replies: at `temperature`, from `stream` of the model's draws.
+
+    A local model seeds its draws by the conversation, so the same task run twice replays the
+    same reply; another stream gives the same conversation other draws (stream 0 is the
+    model's own). A hosted model draws anew at every call and takes only the temperature.
+    """
+
+    temperature: float
+    stream: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"a sampled run needs a temperature above 0, not {self.temperature}")
+
+
+@runtime_checkable
+class SamplingModel(Model, Protocol):
+    """A model whose sampling one run can set, for that run only."""
+
+    def sampled(self, sampling: Sampling) -> AbstractContextManager[None]: ...
 
 
 @runtime_checkable

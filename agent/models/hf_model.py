@@ -7,12 +7,14 @@ after unloading equal those before loading.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 import threading
 import warnings
 from pathlib import Path
 from typing import Any
 
-from skillgraft.agent.models.base import ModelError, ModelReply
+from skillgraft.agent.models.base import ModelError, ModelReply, Sampling
 
 # transformers' loading contexts (meta-device init, default dtype) are process-global, so two
 # threads loading at once can leave one model on the meta device, and its lazy imports are not
@@ -74,6 +76,7 @@ class HFModel:
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.seed = seed
+        self._stream = 0  # which of the seed's streams of draws (Sampling.stream)
         self.dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
         try:
             with _LOADING:
@@ -204,8 +207,19 @@ class HFModel:
             return None, 0
         return cache, same
 
+    @contextmanager
+    def sampled(self, sampling: Sampling) -> Iterator[None]:
+        """Samples at `sampling.temperature` from stream `sampling.stream` until the block ends."""
+        before = self.temperature, self._stream
+        self.temperature, self._stream = sampling.temperature, sampling.stream
+        try:
+            yield
+        finally:
+            self.temperature, self._stream = before
+
     def _prompt_seed(self, ids: list[int]) -> int:
-        digest = hashlib.blake2b(repr((self.seed, ids)).encode(), digest_size=8).digest()
+        key = (self.seed, self._stream, ids) if self._stream else (self.seed, ids)
+        digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
         return int.from_bytes(digest, "little") & (2**63 - 1)
 
     def query(self, messages: list[dict]) -> ModelReply:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from tenacity import Retrying, before_sleep_log, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from skillgraft.agent.models.base import ModelError, ModelReply
+from skillgraft.agent.models.base import ModelError, ModelReply, Sampling
 
 # litellm downloads a price map at import time unless told to use its bundled copy; the
 # sandboxed machines this runs on have no network, and a hang on import helps nobody.
@@ -89,6 +90,17 @@ class LitellmModel:
             raise ModelError(f"litellm does not know a provider for model {name!r} (write it as provider/model)") from exc
         self.tools = self._supports_tools() if tools is None else tools
         self.retries = 0  # transient errors survived, over the model's life
+
+    @contextmanager
+    def sampled(self, sampling: Sampling) -> Iterator[None]:
+        """Asks for `sampling.temperature` until the block ends; the provider draws anew at every
+        call, so the stream needs nothing more."""
+        before = dict(self.model_kwargs)
+        self.model_kwargs["temperature"] = sampling.temperature
+        try:
+            yield
+        finally:
+            self.model_kwargs = before
 
     def _supports_tools(self) -> bool:
         try:

@@ -8,6 +8,12 @@ Per task: retrieve skills → compile each (cached by skill version and hypernet
 trajectory. Per success: summarise the run into a new skill version → compile it → EMA it into
 the global adapter. Everything lives in the store, so a new process (or a second one at the
 same time) carries on from the latest global adapter and skill versions.
+
+Practice (`LearnConfig.practice`): a task the session's run failed is run again, sampled, each
+time from another stream of draws, until a run succeeds; that success is learned from like any
+other. A success the model finds once in twenty runs is then found within the session instead of
+sessions later. The session's score stays that of its own runs; practice runs are recorded
+outside the session (their trajectories name it and the practice run's number).
 """
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from pathlib import Path
 
 from skillgraft.agent.episodes import EpisodeJob, EpisodeRunner
 from skillgraft.agent.loadout import SKILL_MODES, GivenSkill, Loadout, SkillMode, make_loadout
-from skillgraft.agent.models.base import AdapterModel, Model
+from skillgraft.agent.models.base import AdapterModel, Model, Sampling
 from skillgraft.agent.seams import SkillCompiler
 from skillgraft.agent.runner import RunResult, run_task
 from skillgraft.agent.skill_adapters import compiled_adapter
@@ -46,6 +52,8 @@ class LearnConfig:
     # compiled beside the global adapter), on the validation tasks of the task's family if any,
     # and a new global version on all of them; each against what runs now.
     gate: bool = False
+    practice: int = 0  # learning on: more runs of a failed task, sampled, until one succeeds
+    practice_temperature: float = 1.0
     refine_below: float | None = None  # refine a skill whose success rate in a session is below this
     refine_min_uses: int = 3
     cycleqd_every: int | None = None
@@ -53,6 +61,10 @@ class LearnConfig:
     def __post_init__(self) -> None:
         if self.skill_mode not in SKILL_MODES:
             raise ValueError(f"skill mode must be one of {', '.join(SKILL_MODES)}, got {self.skill_mode!r}")
+        if self.practice < 0:
+            raise ValueError(f"practice is a number of runs, 0 or more, not {self.practice}")
+        if self.practice:
+            Sampling(self.practice_temperature)  # refuses a temperature that would not sample
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -71,6 +83,7 @@ class TaskOutcome:
     learned: str | None = None  # "name@vN" of the version written from this success
     global_after: int | None = None  # global version after the EMA step
     note: str = ""
+    practice: int | None = None  # the practice run that succeeded where the session's run failed
 
 
 @dataclass
@@ -90,7 +103,8 @@ class SessionReport:
 
     def summary(self) -> dict:
         return {"episodes": len(self.outcomes), "successes": self.successes, "rate": self.rate,
-                "learned": [o.learned for o in self.outcomes if o.learned], "notes": self.notes}
+                "learned": [o.learned for o in self.outcomes if o.learned],
+                "solved_in_practice": sum(o.practice is not None for o in self.outcomes), "notes": self.notes}
 
 
 class Learner:
@@ -176,38 +190,70 @@ class Learner:
         return EpisodeJob(task, loadout, path, {"session_id": session_id, "skill_versions": loadout.version_ids,
                                                 "adapter_ids": loadout.adapter_ids})
 
-    def run_one(self, task: Task, session_id: int) -> TaskOutcome:
-        job = self.job_for(task, session_id)
-        result = run_task(task, self.model, sandbox=self.config.sandbox, loadout=job.loadout,
-                          trajectory_path=job.trajectory_path, image=self.config.image, info=job.info)
-        return self.record(job, result, session_id)
+    def _results(self, jobs: Sequence[EpisodeJob]) -> dict[int, RunResult]:
+        """Each job's result, by the job's id(): on the episode runner, or here one after another."""
+        if self.episodes is not None:
+            return {id(job): result for job, result in self.episodes.run_all(jobs)}
+        return {id(job): run_task(job.task, self.model, sandbox=self.config.sandbox, loadout=job.loadout,
+                                  trajectory_path=job.trajectory_path, image=self.config.image, info=job.info,
+                                  sampling=job.sampling)
+                for job in jobs}
 
     def _run_wave(self, tasks: Sequence[Task], session_id: int) -> list[TaskOutcome]:
-        if self.episodes is None:
-            return [self.run_one(task, session_id) for task in tasks]
         jobs: list[EpisodeJob] = []
         for i, task in enumerate(tasks):
             job = self.job_for(task, session_id)
             if job.trajectory_path is not None and any(j.trajectory_path == job.trajectory_path for j in jobs):
                 job = replace(job, trajectory_path=job.trajectory_path.with_suffix(f".{i}.json"))  # a task twice in a wave
             jobs.append(job)
-        results = {id(job): result for job, result in self.episodes.run_all(jobs)}
+        results = self._results(jobs)
         # Recorded in task order, so a session cut short keeps a prefix of its tasks and resumes after it.
-        return [self.record(job, results[id(job)], session_id) for job in jobs]
+        outcomes = [self.record(job, results[id(job)], session_id) for job in jobs]
+        if self.config.learning and self.config.practice:
+            self._practise([(job, o) for job, o in zip(jobs, outcomes) if not o.success], session_id)
+        return outcomes
 
-    def record(self, job: EpisodeJob, result: RunResult, session_id: int) -> TaskOutcome:
-        """Stores the run, and learns from it when it succeeded."""
+    def _practise(self, failed: list[tuple[EpisodeJob, TaskOutcome]], session_id: int) -> None:
+        """Runs failed tasks again, sampled from stream 1, 2, … until each succeeds or the practice
+        runs are spent; each run gets what has been learned by then."""
+        for attempt in range(1, self.config.practice + 1):
+            if not failed:
+                return
+            sampling = Sampling(self.config.practice_temperature, stream=attempt)
+            jobs = []
+            for first, _ in failed:
+                job = self.job_for(first.task, session_id)
+                assert first.trajectory_path is not None  # job_for always names one
+                jobs.append(replace(job, trajectory_path=first.trajectory_path.with_suffix(f".practice-{attempt}.json"),
+                                    info={**(job.info or {}), "practice": attempt}, sampling=sampling))
+            results = self._results(jobs)
+            left = []
+            for job, (first, outcome) in zip(jobs, failed):
+                result = results[id(job)]
+                trajectory_id = self._store_run(job, result, session_id=None)
+                if result.success:
+                    outcome.practice = attempt
+                    self.learn_from(job.task, result, trajectory_id, job.loadout.versions, session_id, outcome)
+                else:
+                    left.append((first, outcome))
+            failed = left
+
+    def _store_run(self, job: EpisodeJob, result: RunResult, session_id: int | None) -> int:
         task, loadout, path = job.task, job.loadout, job.trajectory_path
         assert path is not None  # job_for always names one
         trajectory = self.store.add_trajectory(
             path, task.id, task.family, result.exit_status, result.reward, result.cost, result.steps,
             result.timings, loadout.version_ids, loadout.adapter_ids, session_id=session_id, model=self.model.name,
         )
-        outcome = TaskOutcome(task.id, task.family, result.success, result.steps, result.exit_status, trajectory.id,
-                              loadout.refs, loadout.global_version)
+        return saved_id(trajectory.id)
+
+    def record(self, job: EpisodeJob, result: RunResult, session_id: int) -> TaskOutcome:
+        """Stores the run, and learns from it when it succeeded."""
+        trajectory_id = self._store_run(job, result, session_id)
+        outcome = TaskOutcome(job.task.id, job.task.family, result.success, result.steps, result.exit_status, trajectory_id,
+                              job.loadout.refs, job.loadout.global_version)
         if result.success and self.config.learning:
-            used = [s.version for s in loadout.skills if s.version is not None]
-            self.learn_from(task, result, saved_id(trajectory.id), used, session_id, outcome)
+            self.learn_from(job.task, result, trajectory_id, job.loadout.versions, session_id, outcome)
         return outcome
 
     # ---------------------------------------------------------------- learning from a success

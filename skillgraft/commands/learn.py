@@ -58,6 +58,8 @@ def learn(
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="First run the same sessions with learning off, to draw both curves."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help=HELP_MODEL),
     temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, help="Sample the agent's replies at this temperature (both runs, learning off and on); a success that greedy decoding never finds is then found now and then, and learned from. Default: greedy (a hosted model: its own default). Each reply's draws are seeded by the conversation, so a run replays."),
+    practice: int = typer.Option(0, "--practice", min=0, help="Learning on: run a task the session failed up to N more times, sampled at --practice-temperature, each from other draws, until one run succeeds, and learn from that success. The session's score stays that of its own runs."),
+    practice_temperature: float = typer.Option(1.0, "--practice-temperature", min=0.0, help="The temperature practice runs sample at (above 0)."),
     hypernet: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint that compiles skills into adapters (default: the bundled policy's, if made)."),
     skill_mode: SkillMode = typer.Option(SkillMode.auto, "--skill-mode", help="How skills reach the model; auto: parametric when a hypernetwork and an adapter model are there, else context."),
     summariser: str = typer.Option("offline", "--summariser", help=f"Who writes skills from successes: {HELP_ROLE}"),
@@ -93,7 +95,8 @@ def learn(
     options = LearnOptions(tasks or [], world.value if world else None, family, sessions, per_session, alpha, rank,
                            cycleqd_every, not no_learning, baseline, model or DEFAULT_MODEL, hypernet, skill_mode.value,
                            summariser, generator, refine_below, validation, gate, sandbox, image, seed,
-                           ray=ray, workers=workers, retries=retries, temperature=temperature)
+                           ray=ray, workers=workers, retries=retries, temperature=temperature, practice=practice,
+                           practice_temperature=practice_temperature)
     with job_exits():
         plan, held_out = plan_sessions(options)
         join_cluster(settings, ClusterOptions(options.ray))  # before the model is built here
@@ -135,9 +138,12 @@ def _table(points, reports) -> Table:
     table.add_column("session", justify="right")
     for label in points:
         table.add_column(f"learning {label}", justify="right")
+    practised = "on" in reports and any(o.practice for r in reports["on"] for o in r.outcomes)
     if "on" in reports:
         table.add_column("skills learned", justify="right")
         table.add_column("global version", justify="right")
+    if practised:
+        table.add_column("solved in practice", justify="right")
     for i in range(max(len(v) for v in points.values())):
         row = [str(i + 1)]
         for label, pts in points.items():
@@ -147,6 +153,8 @@ def _table(points, reports) -> Table:
             row.append(str(sum(1 for o in r.outcomes if o.learned)))
             last = [o.global_after or o.global_version for o in r.outcomes if (o.global_after or o.global_version)]
             row.append(str(last[-1]) if last else "-")
+        if practised:
+            row.append(str(r.summary()["solved_in_practice"]))
         table.add_row(*row)
     return table
 

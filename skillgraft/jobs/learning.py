@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skillgraft.agent.loadout import SkillMode
-from skillgraft.agent.models.base import AdapterModel, Model, ModelError
+from skillgraft.agent.models.base import AdapterModel, Model, ModelError, SamplingModel
 from skillgraft.agent.task import Task, TaskError, load_task
 from skillgraft.jobs.errors import BAD_INPUT, NO_SANDBOX, JobError
 from skillgraft.sandbox.base import SandboxKind, SandboxUnavailable
@@ -87,6 +87,8 @@ class LearnOptions:
     workers: int = 1  # a session's tasks run this many at a time (threads here, or workers with ray)
     retries: int = 2  # with ray: more tries of an episode whose worker died
     temperature: float | None = None  # the agent model's sampling temperature (None: greedy)
+    practice: int = 0  # learning on: more runs of a failed task, sampled, until one succeeds
+    practice_temperature: float = 1.0
 
 
 def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:
@@ -95,6 +97,8 @@ def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:
 
     if options.learning and options.alpha <= 0:
         raise JobError("--alpha must be above 0 (0 would learn nothing; use --no-learning)", BAD_INPUT)
+    if options.practice < 0 or (options.practice and not options.practice_temperature > 0):
+        raise JobError("--practice takes a number of runs (0 or more) and --practice-temperature one above 0", BAD_INPUT)
     if bool(options.tasks) == (options.world is not None):
         raise JobError("give task files or --world skillworld (one of the two)", BAD_INPUT)
     try:
@@ -130,6 +134,8 @@ def learn(settings: Settings, options: LearnOptions, roles: AgentRoles, plan: Se
     """Runs the sessions with learning off (the baseline) and on, as the options ask; the reports by "off"/"on"."""
     from skillgraft.jobs.cluster import ClusterOptions, cluster_episodes
 
+    if options.learning and options.practice and not isinstance(roles.model, SamplingModel):
+        raise JobError(f"--practice samples the model's runs, and {roles.model.name} cannot sample", BAD_INPUT)
     cluster = ClusterOptions(options.ray, options.workers, options.retries, options.sandbox, options.image)
     with cluster_episodes(settings, cluster, options.model, on_cluster, temperature=options.temperature) as remote:
         episodes = remote or (_local_episodes(settings, options) if options.workers > 1 else None)
@@ -161,7 +167,8 @@ def _sessions(settings: Settings, options: LearnOptions, roles: AgentRoles, plan
         return LearnConfig(learning=learning, skill_mode=roles.mode.value,
                            ema=EmaConfig(alpha=options.alpha or 1.0, rank=options.rank), sandbox=options.sandbox.value,
                            image=options.image, gate=options.gate, refine_below=options.refine_below,
-                           cycleqd_every=options.cycleqd_every)
+                           cycleqd_every=options.cycleqd_every, practice=options.practice,
+                           practice_temperature=options.practice_temperature)
 
     runs = [(label, config_for(label == "on")) for label in run_labels(options)]
     store = Store(settings.store_url, settings.artifacts)
