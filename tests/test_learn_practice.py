@@ -72,6 +72,18 @@ def test_a_failed_task_is_practised_until_a_run_succeeds_and_that_run_is_learned
     # what practice taught reaches the next run of the family
     assert learner.loadout_for(later.task()).refs == ["off-by-one@v1"]
 
+    # a family with no skill of its own: its session run gets none, its practice runs borrow the
+    # closest skill, and the success is written into the family's own skill, not the borrowed one
+    other = generate("wrong_constant", HELDOUT_START + 34)
+    assert learner.loadout_for(other.task()).refs == []
+    model = SolvesOnOneStream(other, solving=1)
+    report = Learner(store, model, None, OfflineSummariser(), config, tmp_path / "work").run_session([other.task()])
+    outcome = report.outcomes[0]
+    assert outcome.skills == [] and outcome.practice == 1 and outcome.learned == "wrong-constant@v1"
+    borrowed = store.trajectory(store.latest_version("wrong-constant").trajectory_id)
+    assert json.loads(store.trajectory_path(borrowed).read_text())["info"]["skills"] == ["off-by-one"]
+    assert store.latest_version("off-by-one").number == 1
+
 
 def test_learning_off_does_not_practise(tmp_path):
     from skillgraft.skillworld.generate import HELDOUT_START, generate

@@ -13,17 +13,21 @@ def query_for(task: Task) -> str:
     return " ".join(part for part in [task.family or "", *task.tags, task.instruction] if part).replace("_", " ")
 
 
-def retrieve(store: SkillStore, task: Task, k: int, min_score: float = 0.0) -> list[SkillVersion]:
+def retrieve(store: SkillStore, task: Task, k: int, min_score: float = 0.0, *,
+             borrow: bool = False) -> list[SkillVersion]:
     """The latest versions of the k skills most relevant to the task (none from an empty store).
 
     A skill that names the family it is for (frontmatter metadata `family`) is not given to a
-    task of another family: its own label says it does not apply.
+    task of another family: its own label says it does not apply. With `borrow` (practice, where
+    a run is a try and not a score), a task that nothing fits gets the closest skills of other
+    families instead: what worked on the nearest kind of task is the best first guess.
     """
     if k <= 0:
         return []
-    hits = store.search(query_for(task), k=3 * k)
-    fits = [h.version for h in hits if h.score >= min_score
-            and not (task.family and family_of(h.version) not in (None, task.family))]
+    hits = [h for h in store.search(query_for(task), k=3 * k) if h.score >= min_score]
+    fits = [h.version for h in hits if not (task.family and family_of(h.version) not in (None, task.family))]
+    if borrow and not fits:
+        fits = [h.version for h in hits]
     return fits[:k]
 
 

@@ -11,7 +11,7 @@ same time) carries on from the latest global adapter and skill versions.
 
 Practice (`LearnConfig.practice`): a task the session's run failed is run again, sampled, each
 time from another stream of draws, until a run succeeds; that success is learned from like any
-other. A success the model finds once in twenty runs is then found within the session instead of
+other. A practice run of a family with no skill yet borrows the closest skill of another family. A success the model finds once in twenty runs is then found within the session instead of
 sessions later. The session's score stays that of its own runs; practice runs are recorded
 outside the session (their trajectories name it and the practice run's number).
 """
@@ -176,16 +176,16 @@ class Learner:
         return outcomes
 
     # ---------------------------------------------------------------- one task
-    def loadout_for(self, task: Task) -> Loadout:
-        """The skills and adapter a run of `task` gets right now."""
-        versions = retrieve(self.store, task, self.config.k_skills, self.config.min_retrieval_score)
+    def loadout_for(self, task: Task, *, borrow: bool = False) -> Loadout:
+        """The skills and adapter a run of `task` gets right now (`borrow`: see choose.retrieve)."""
+        versions = retrieve(self.store, task, self.config.k_skills, self.config.min_retrieval_score, borrow=borrow)
         return make_loadout(self.store, self.model, versions, self.config.skill_mode,
                             compiler=self.compiler, use_global=self.parametric and self.config.use_global,
                             global_name=self.config.ema.name, cache=self.workdir)
 
-    def job_for(self, task: Task, session_id: int) -> EpisodeJob:
+    def job_for(self, task: Task, session_id: int, *, borrow: bool = False) -> EpisodeJob:
         """A run of `task` with what has been learned so far, its trajectory in the session's folder."""
-        loadout = self.loadout_for(task)
+        loadout = self.loadout_for(task, borrow=borrow)
         path = self.workdir / "trajectories" / f"session-{session_id}" / f"{task.id}.json"
         return EpisodeJob(task, loadout, path, {"session_id": session_id, "skill_versions": loadout.version_ids,
                                                 "adapter_ids": loadout.adapter_ids})
@@ -215,14 +215,16 @@ class Learner:
 
     def _practise(self, failed: list[tuple[EpisodeJob, TaskOutcome]], session_id: int) -> None:
         """Runs failed tasks again, sampled from stream 1, 2, … until each succeeds or the practice
-        runs are spent; each run gets what has been learned by then."""
+        runs are spent; each run gets what has been learned by then, and a task whose family has
+        no skill yet borrows the closest skill of another family. A success is written into the
+        task's own family's skill (choose.target_skill), never into the borrowed one."""
         for attempt in range(1, self.config.practice + 1):
             if not failed:
                 return
             sampling = Sampling(self.config.practice_temperature, stream=attempt)
             jobs = []
             for first, _ in failed:
-                job = self.job_for(first.task, session_id)
+                job = self.job_for(first.task, session_id, borrow=True)
                 assert first.trajectory_path is not None  # job_for always names one
                 jobs.append(replace(job, trajectory_path=first.trajectory_path.with_suffix(f".practice-{attempt}.json"),
                                     info={**(job.info or {}), "practice": attempt}, sampling=sampling))
