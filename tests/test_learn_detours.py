@@ -72,3 +72,14 @@ def test_a_repeated_command_is_left_out_only_when_it_printed_the_same():
     assert commands(kept) == ["python3 -m pytest -q", look, "sed -i 's/RATE = 0.5/RATE = 0.75/' ./pricing.py", look,
                               "python3 -m pytest -q"]
     assert [s.thought for s in kept][1] == "Look."
+
+
+def test_a_substitution_that_writes_back_what_it_matched_is_left_out():
+    fix = "sed -i '/WORD =/,/^$/s/\"spam\"/\"eggs\"/' ./words.py"
+    run = episode(
+        Step("Run the tests.", "python3 -m pytest -q", "FAILED tests/test_w.py::test_word - assert 'spam' == 'eggs'", 1),
+        Step("Edit it.", fix, "", 0),
+        Step("Edit it again.", "sed -i '/WORD =/,/^$/s/\"eggs\"/\"eggs\"/' ./words.py", "", 0),  # changes nothing
+        Step("Check.", "python3 -m pytest -q", "3 passed", 0),
+    )
+    assert commands(recipe_steps(run)) == ["python3 -m pytest -q", fix, "python3 -m pytest -q"]

@@ -8,7 +8,8 @@ A recipe that keeps those steps teaches them too. A step is a detour when
   the status is that command's own and a failing edit changed nothing), and nothing first shown
   in its output turns up in a later command: it taught the run nothing it used. A failing test
   run whose output gave the expected value the edit then writes is kept;
-- or it repeats an earlier command word for word and printed the same: nothing had changed.
+- or it repeats an earlier command word for word and printed the same: nothing had changed;
+- or it is a sed substitution whose pattern and replacement are the same text (`s/"x"/"x"/`).
 
 The submit and commands the shell could not run at all are left out as well (`useful_steps`).
 """
@@ -20,6 +21,8 @@ from skillgraft.evolve.learn.abstract import values_in
 from skillgraft.evolve.learn.episode import Episode, Step, useful_steps
 
 _COMPOUND = re.compile(r"&&|\|\||[;|\n]|`|\$\(")
+# One sed substitution, its delimiter any character: s/PATTERN/REPLACEMENT/ with flags.
+_SED_SUB = re.compile(r"(?<![A-Za-z_])s([/|#,:])((?:\\.|(?!\1).)*)\1((?:\\.|(?!\1).)*)\1[gI0-9]*['\"]?\s")
 
 
 def recipe_steps(episode: Episode) -> list[Step]:
@@ -36,10 +39,17 @@ def recipe_steps(episode: Episode) -> list[Step]:
         later = set().union(*(values_in(s.command) for s in steps[i + 1:]))
         if _dead_end(step) and not (taught[i] & later):
             continue
-        if any(k.command == step.command and k.output == step.output for k in kept):
+        if any(k.command == step.command and k.output == step.output for k in kept) or _no_op_edit(step.command):
             continue
         kept.append(step)
     return kept
+
+
+def _no_op_edit(command: str) -> bool:
+    if not command.lstrip().startswith("sed ") or _COMPOUND.search(command):
+        return False
+    subs = _SED_SUB.findall(command + " ")
+    return bool(subs) and all(pattern == replacement for _, pattern, replacement in subs)
 
 
 def _dead_end(step: Step) -> bool:
