@@ -110,6 +110,14 @@ def test_cost_limit_and_used_up_model():
     assert short.exit_status == "ModelError" and "used up" in short.exit_detail
 
 
+def test_a_replay_cannot_sample_and_is_refused_before_anything_runs(tmp_path):
+    from skillgraft.agent.models.base import ModelError, Sampling
+
+    with pytest.raises(ModelError, match="cannot sample"):
+        run_task(TINY, ReplayModel([bash("submit")]), sampling=Sampling(1.0, stream=1), trajectory_path=tmp_path / "t.json")
+    assert not (tmp_path / "t.json").exists()
+
+
 def test_wall_time_cuts_the_running_command_and_stops_the_loop():
     steps = []
     model = ReplayModel([bash("sleep 30; echo on > flag.txt"), bash("submit")])
