@@ -11,8 +11,9 @@ same time) carries on from the latest global adapter and skill versions.
 
 Practice (`LearnConfig.practice`): a task the session's run failed is run again, sampled, each
 time from another stream of draws, until a run succeeds; that success is learned from like any
-other. A practice run of a family with no skill yet borrows the closest skill of another family. A success the model finds once in twenty runs is then found within the session instead of
-sessions later. The session's score stays that of its own runs; practice runs are recorded
+other, so a success the model finds once in twenty runs is found within the session instead of
+sessions later. A practice run of a family with no skill yet borrows the closest skill of
+another family. The session's score stays that of its own runs; practice runs are recorded
 outside the session (their trajectories name it and the practice run's number).
 """
 from __future__ import annotations
