@@ -90,7 +90,7 @@ def run_condition(label: str, plan, model, compiler, args, root: Path, validatio
         report = learner.run_session(tasks, label=label)
         reports.append(report)
         learned = sum(1 for o in report.outcomes if o.learned)
-        practised = f", {report.summary()['solved_in_practice']} solved in practice" if config.learning and args.practice else ""
+        practised = f", {report.solved_in_practice} solved in practice" if config.learning and args.practice else ""
         print(f"  [{label}] session {i}: {report.successes}/{len(report.outcomes)} solved, {learned} learned{practised}, "
               f"{time.monotonic() - t0:.0f}s", flush=True)
         for o in report.outcomes:

@@ -92,6 +92,9 @@ def test_learn_refuses_bad_input_with_exit_code_2(tmp_path):
     practised = runner.invoke(app, ["learn", str(task), "--model", f"replay:{replay}", "--practice", "2",
                                     "--home", str(tmp_path)])
     assert practised.exit_code == 2 and "cannot sample" in " ".join(practised.output.split())
+    cold = runner.invoke(app, ["learn", str(task), "--model", f"replay:{replay}", "--practice", "2",
+                               "--practice-temperature", "0", "--home", str(tmp_path)])
+    assert cold.exit_code == 2 and "temperature above 0" in " ".join(cold.output.split())
     missing = runner.invoke(app, ["refine", "nope", "--tasks", str(task), "--tasks", str(task), "--home", str(tmp_path),
                                   "--model", f"replay:{replay}"])
     assert missing.exit_code == 2 and "no skill named 'nope'" in " ".join(missing.output.split())

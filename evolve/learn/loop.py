@@ -99,13 +99,17 @@ class SessionReport:
         return sum(o.success for o in self.outcomes)
 
     @property
+    def solved_in_practice(self) -> int:
+        return sum(o.practice is not None for o in self.outcomes)
+
+    @property
     def rate(self) -> float:
         return self.successes / len(self.outcomes) if self.outcomes else 0.0
 
     def summary(self) -> dict:
         return {"episodes": len(self.outcomes), "successes": self.successes, "rate": self.rate,
                 "learned": [o.learned for o in self.outcomes if o.learned],
-                "solved_in_practice": sum(o.practice is not None for o in self.outcomes), "notes": self.notes}
+                "solved_in_practice": self.solved_in_practice, "notes": self.notes}
 
 
 class Learner:

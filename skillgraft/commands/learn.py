@@ -154,7 +154,7 @@ def _table(points, reports) -> Table:
             last = [o.global_after or o.global_version for o in r.outcomes if (o.global_after or o.global_version)]
             row.append(str(last[-1]) if last else "-")
         if practised:
-            row.append(str(r.summary()["solved_in_practice"]))
+            row.append(str(r.solved_in_practice))
         table.add_row(*row)
     return table
 

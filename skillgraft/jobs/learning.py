@@ -93,12 +93,15 @@ class LearnOptions:
 
 def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:
     """The tasks of each session, and the held-out validation tasks."""
+    from skillgraft.evolve.learn import LearnConfig
     from skillgraft.evolve.learn.schedule import split_sessions, world_sessions, world_validation
 
     if options.learning and options.alpha <= 0:
         raise JobError("--alpha must be above 0 (0 would learn nothing; use --no-learning)", BAD_INPUT)
-    if options.practice < 0 or (options.practice and not options.practice_temperature > 0):
-        raise JobError("--practice takes a number of runs (0 or more) and --practice-temperature one above 0", BAD_INPUT)
+    try:  # the learner's own checks of the practice settings, before anything runs
+        LearnConfig(practice=options.practice, practice_temperature=options.practice_temperature)
+    except ValueError as exc:
+        raise JobError(f"--practice: {exc}", BAD_INPUT) from exc
     if bool(options.tasks) == (options.world is not None):
         raise JobError("give task files or --world skillworld (one of the two)", BAD_INPUT)
     try:
