@@ -25,9 +25,9 @@ def test_a_common_word_the_run_read_in_the_code_is_a_placeholder_in_the_edit():
              "sed -i '/def tally_orders(/,/^$/s/\"name\"]/\"names\"]/' ./a.py", ""),
     )
     thought, command = pairs[2]
-    assert command == "sed -i '/def NAME(/,/^$/s/\"KEY\"]/\"KEY2\"]/' FILE"
+    assert command == "sed -i '/def NAME(/,/^$/s/\"KEY\"]/\"OTHER_KEY\"]/' FILE"
     # quoted in prose it is the value too; unquoted it is just English
-    assert thought == 'The function reads the key "KEY" but the dict has "KEY2"; the name is wrong.'
+    assert thought == 'The function reads the key "KEY" but the dict has "OTHER_KEY"; the name is wrong.'
 
 
 @pytest.mark.parametrize("failure, find, edit, want", [
@@ -35,18 +35,33 @@ def test_a_common_word_the_run_read_in_the_code_is_a_placeholder_in_the_edit():
         "FAILED tests/test_a.py::test_score - assert 3 == 1",
         ("Find score.", 'grep -rn -A 3 "def score(" .', "./a.py:4:def score(left, right):\n./a.py-5-    return weight(right, left)"),
         ("Swap them.", "sed -i 's/weight(right, left)/weight(left, right)/' ./a.py"),
-        {2: ("Swap them.", "sed -i 's/NAME2(NAME3, NAME4)/NAME2(NAME4, NAME3)/' FILE")}, id="english-argument-names"),
+        {2: ("Swap them.", "sed -i 's/OTHER_NAME(THIRD_NAME, FOURTH_NAME)/OTHER_NAME(FOURTH_NAME, THIRD_NAME)/' FILE")}, id="english-argument-names"),
     pytest.param(  # a negated name inside a sed script is a value, not a flag
         "FAILED tests/test_a.py::test_net_sum - assert -3 == 3",
         ("Find net_sum.", 'grep -rn -A 3 "def net_sum(" .', "./a.py:4:def net_sum(total):\n./a.py-5-    return -total"),
         ("Drop the minus.", "sed -i 's/return -total/return total/' ./a.py"),
-        {2: ("Drop the minus.", "sed -i 's/return -NAME2/return NAME2/' FILE")}, id="negated-name-in-sed"),
+        {2: ("Drop the minus.", "sed -i 's/return -OTHER_NAME/return OTHER_NAME/' FILE")}, id="negated-name-in-sed"),
     pytest.param(  # a module after `import` is called MODULE, and flags stay as they are ("name" was read, -name is a flag)
         "FAILED tests/test_a.py::test_blend - NameError: name 'math' is not defined",
         ("Find the files.", "find . -name '*.py'", "./a.py\n./name.txt"),
         ("math is never imported; add import math.", "sed -i '1i import math' ./a.py"),
         {1: ("Find the files.", "find . -name '*.py'"),
          2: ("MODULE is never imported; add import MODULE.", "sed -i '1i import MODULE' FILE")}, id="module-after-import"),
+    pytest.param(  # what the edit writes, and its pattern does not hold, is NEW: no digit to copy into it
+        "FAILED tests/test_a.py::test_LIMIT - AssertionError: assert 'green' == 'amber'",
+        ("Find LIMIT.", 'grep -rn "LIMIT =" .', './a.py:4:LIMIT = "green"'),
+        ('The constant LIMIT is "green".', "sed -i '/LIMIT =/,/^$/s/green/amber/' ./a.py"),
+        {2: ('The constant NAME is "OTHER_NAME".', "sed -i '/NAME =/,/^$/s/OTHER_NAME/NEW/' FILE")}, id="new-word"),
+    pytest.param(
+        "FAILED tests/test_a.py::test_LIMIT - assert 0.25 == 0.75",
+        ("Find LIMIT.", 'grep -rn "LIMIT =" .', "./a.py:4:LIMIT = 0.25"),
+        ("LIMIT is 0.25; the test pins 0.75.", "sed -i 's/^LIMIT = 0.25$/LIMIT = 0.75/' ./a.py"),
+        {2: ("NAME is VALUE; the test pins NEW.", "sed -i 's/^NAME = VALUE$/NAME = NEW/' FILE")}, id="new-number"),
+    pytest.param(  # a value its pattern holds too is what the edit keeps: the minus is the fix
+        "FAILED tests/test_a.py::test_LIMIT - assert 16 == -16",
+        ("Find LIMIT.", 'grep -rn "LIMIT =" .', "./a.py:4:LIMIT = 16"),
+        ("Negate it.", "sed -i 's/^LIMIT = 16$/LIMIT = -16/' ./a.py"),
+        {2: ("Negate it.", "sed -i 's/^NAME = VALUE$/NAME = -VALUE/' FILE")}, id="kept-number"),
 ])
 def test_values_in_a_run_become_placeholders_and_the_rest_stays(failure, find, edit, want):
     pairs = recipe(Step("Run the tests.", TESTS, failure), Step(*find), Step(*edit, ""))
@@ -66,4 +81,4 @@ def test_what_the_skill_told_the_agent_stays_as_written_though_the_code_shows_it
     assert pairs[2][1] == "sed -i '/def NAME(/,/^$/s/.upper()/.lower()/' FILE"
     # without the skill's text, `upper` is only a word the run read in the code: an instance value
     pairs, _ = abstract_steps(episode, steps)
-    assert pairs[2][1] == "sed -i '/def NAME(/,/^$/s/.NAME2()/.lower()/' FILE"
+    assert pairs[2][1] == "sed -i '/def NAME(/,/^$/s/.OTHER_NAME()/.lower()/' FILE"

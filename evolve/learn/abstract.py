@@ -5,9 +5,12 @@ words and numbers it first saw in the instruction or in an earlier command's out
 repository's file paths. Those become placeholders, the same value always the same placeholder,
 so the edit pattern survives ("range(NAME)" to "range(NAME + 1)") while the particulars do not.
 A placeholder is named for the role its syntax gives it where it is first used: FILE, MODULE
-(after `import`), KEY (a quoted dict key), LINE (a line number), VALUE (another number), and NAME
-for any other name. Everything else — the commands, flags and choices the agent made without
-being told — is kept, because that is the method.
+(after `import`), KEY (a quoted dict key), LINE (a line number), NEW (a name or number that a
+sed substitution writes where its pattern has none: what the fix puts in), VALUE (another
+number), and NAME for any other name. A second placeholder of a role is OTHER_NAME, a third
+THIRD_NAME, never NAME2: a model filling in a recipe copies a placeholder's digit into the value
+it writes ("52" for VALUE2 where the value is 5). Everything else — the commands, flags and
+choices the agent made without being told — is kept, because that is the method.
 
 Common English words ("name", "right", "value") stay as they are in prose, but in a command, or
 quoted in prose, one the agent was shown is as much an instance value as any other name: a
@@ -37,7 +40,10 @@ _FLAG_BEFORE = re.compile(r"(?:(?:^|\s)--?[A-Za-z][\w-]*[ =]|=)$")
 _LINE_AFTER = re.compile(r"^(?:,\d+)?[spdcai]\b|^[spd][/|#]")
 _LINE_BEFORE = re.compile(r"(?:\b[Ll]ine |:)$")
 
-STYLES = {"upper": "{ROLE}{n}", "angle": "<{role}{n}>"}
+STYLES = {"upper": "{NTH}{ROLE}", "angle": "<{nth}{role}>"}
+_NTH = ("", "other", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+# A sed substitution, `s/pattern/replacement/`, alone or after an address (`/def f(/,/^$/s/…/…/`).
+_SUBSTITUTION = re.compile(r"(?<![\w\\])s([/|#])((?:\\.|(?!\1).)*)\1((?:\\.|(?!\1).)*)\1")
 
 # Words that are method, not instance: shell and Python vocabulary a recipe must keep.
 _METHOD = set(keyword.kwlist) | {
@@ -87,10 +93,12 @@ class Abstraction:
 
     def name(self, value: str, role: str, where: str) -> str:
         if value not in self.placeholders:
-            n = self._counts.get(role, 0) + 1
-            self._counts[role] = n
+            n = self._counts.get(role, 0)
+            self._counts[role] = n + 1
             sentinel = f"\x00{''.join(chr(97 + int(d)) for d in str(len(self.placeholders)))}\x00"
-            shown = STYLES[self.style].format(ROLE=role.upper(), role=role, n="" if n == 1 else n)
+            nth = _NTH[n] if n < len(_NTH) else f"{_NTH[-1]}_{'x' * (n - len(_NTH) + 1)}"
+            shown = STYLES[self.style].format(ROLE=role.upper(), role=role,
+                                              NTH=f"{nth.upper()}_" if nth else "", nth=f"{nth}_" if nth else "")
             self.placeholders[value] = sentinel
             self._shown[sentinel] = shown
             self.first_seen[shown] = where
@@ -126,6 +134,12 @@ def _is_flag(m: re.Match) -> bool:
     return bool(_FLAG_NAME.search(before)) and before.count("'") % 2 == 0 and before.count('"') % 2 == 0
 
 
+def _written_new(m: re.Match, spans: list[tuple[tuple[int, int], str]]) -> bool:
+    """The match lies in a substitution's replacement whose pattern does not hold it."""
+    alone = re.compile(rf"(?<![\w.]){re.escape(m.group(0))}(?![\w])")
+    return any(a <= m.start() and m.end() <= b and not alone.search(pattern) for (a, b), pattern in spans)
+
+
 def _quoted(m: re.Match) -> bool:
     return bool(_QUOTED[0].search(m.string[: m.start()]) and _QUOTED[1].search(m.string[m.end():]))
 
@@ -133,6 +147,9 @@ def _quoted(m: re.Match) -> bool:
 def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str], command: bool = False) -> str:
     """Replaces, in one pass each, paths, then words and numbers the agent had been shown.
     `command` says the text is a command, where a prose word is a value like any other."""
+
+    def replacements(t: str) -> list[tuple[tuple[int, int], str]]:
+        return [(sub.span(3), sub.group(2)) for sub in _SUBSTITUTION.finditer(t)] if command else []
 
     def path_sub(m: re.Match) -> str:
         return abstraction.name(m.group(0), "file", known.get(m.group(0), "the repository listing"))
@@ -146,7 +163,10 @@ def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str], co
         if w.lower() in _PROSE_LOWER and not (command or _quoted(m)):
             return w
         if w in known or w in abstraction.placeholders:
-            return abstraction.name(w, _word_role(m), known.get(w, "the repository"))
+            role = _word_role(m)
+            if role == "name" and _written_new(m, word_spans):
+                role = "new"
+            return abstraction.name(w, role, known.get(w, "the repository"))
         return w
 
     def number_sub(m: re.Match) -> str:
@@ -156,11 +176,15 @@ def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str], co
         if n in known or n in abstraction.placeholders:
             after, before = m.string[m.end():], m.string[: m.start()]
             role = "line" if (_LINE_AFTER.search(after) or _LINE_BEFORE.search(before)) else "value"
+            if role == "value" and _written_new(m, number_spans):
+                role = "new"
             return abstraction.name(n, role, known.get(n, "the repository"))
         return n
 
     text = _PATH.sub(path_sub, text)
+    word_spans = replacements(text)
     text = _WORD.sub(word_sub, text)
+    number_spans = replacements(text)
     return _NUMBER.sub(number_sub, text)
 
 

@@ -8,9 +8,8 @@ the same recipe give the same text (which the store then keeps as one version).
 """
 from __future__ import annotations
 
-from typing import Any
-
 import re
+from typing import Any
 
 from skillgraft.evolve.learn.abstract import abstract_steps
 from skillgraft.evolve.learn.detours import recipe_steps
@@ -83,7 +82,8 @@ class OfflineSummariser:
         else:
             check = f"`{self.test_command}`" if self.test_command else "the test command"
             lines.append(f"{len(kept) + 1}. Run {check}: exit status 0 means fixed. Then run `submit`.")
-        used = [ph for ph in abstraction.first_seen if any(ph in t or ph in c for t, c in kept)]
+        written = "\n".join(t + "\n" + c for t, c in kept)
+        used = [ph for ph in abstraction.first_seen if re.search(rf"(?<![\w<]){re.escape(ph)}(?![\w>])", written)]
         if used:
             lines += ["", "Placeholders: " + "; ".join(f"{ph} from {abstraction.first_seen[ph]}" for ph in used) + "."]
         return "\n".join(lines) + "\n"
