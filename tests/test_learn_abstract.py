@@ -57,6 +57,11 @@ def test_a_common_word_the_run_read_in_the_code_is_a_placeholder_in_the_edit():
         ("Find LIMIT.", 'grep -rn "LIMIT =" .', "./a.py:4:LIMIT = 0.25"),
         ("LIMIT is 0.25; the test pins 0.75.", "sed -i 's/^LIMIT = 0.25$/LIMIT = 0.75/' ./a.py"),
         {2: ("NAME is VALUE; the test pins NEW.", "sed -i 's/^NAME = VALUE$/NAME = NEW/' FILE")}, id="new-number"),
+    pytest.param(  # a number the run never showed is the reply's slip: its clause leaves the reason
+        "FAILED tests/test_a.py::test_LIMIT - assert 0.25 == 0.75",
+        ("Find LIMIT.", 'grep -rn "LIMIT =" .', "./a.py:4:LIMIT = 0.25"),
+        ("LIMIT is 0.25; the test pins 0.", "sed -i 's/^LIMIT = 0.25$/LIMIT = 0.75/' ./a.py"),
+        {2: ("NAME is VALUE", "sed -i 's/^NAME = VALUE$/NAME = NEW/' FILE")}, id="stray-number-in-reason"),
     pytest.param(  # a value its pattern holds too is what the edit keeps: the minus is the fix
         "FAILED tests/test_a.py::test_LIMIT - assert 16 == -16",
         ("Find LIMIT.", 'grep -rn "LIMIT =" .', "./a.py:4:LIMIT = 16"),

@@ -210,10 +210,20 @@ def abstract_steps(episode: Episode, steps: list[Step], style: str = "upper",
         # The command first: its syntax says best what a value is (a sed address is a line).
         command = abstract_text(step.command, abstraction, known, command=True)
         thought = abstract_text(_first_sentence(step.thought), abstraction, known)
-        out.append((abstraction.render(thought), abstraction.render(command)))
+        command = abstraction.render(command)
+        out.append((_without_stray_numbers(abstraction.render(thought), command), command))
         for value in values_in(step.output) - method:
             known.setdefault(value, f"the output of step {i}")
     return out, abstraction
+
+
+def _without_stray_numbers(thought: str, command: str) -> str:
+    """The thought's clauses that state no number the command does not hold. A number the run
+    never showed stays literal, and in a reason it is the model's own slip ("the test pins 0"
+    where the command writes NEW), which a model following the recipe copies into its edit."""
+    held = set(_NUMBER.findall(command))
+    clauses = [c for c in re.split(r";\s*", thought) if set(_NUMBER.findall(c)) <= held]
+    return "; ".join(clauses)
 
 
 def _first_sentence(thought: str) -> str:
