@@ -41,7 +41,9 @@ _LINE_AFTER = re.compile(r"^(?:,\d+)?[spdcai]\b|^[spd][/|#]")
 _LINE_BEFORE = re.compile(r"(?:\b[Ll]ine |:)$")
 
 STYLES = {"upper": "{NTH}{ROLE}", "angle": "<{nth}{role}>"}
-_NTH = ("", "other", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+_NTH = ("", "other", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh",
+        "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth", "eighteenth", "nineteenth",
+        "twentieth")
 # A sed substitution, `s/pattern/replacement/`, alone or after an address (`/def f(/,/^$/s/…/…/`).
 _SUBSTITUTION = re.compile(r"(?<![\w\\])s([/|#])((?:\\.|(?!\1).)*)\1((?:\\.|(?!\1).)*)\1")
 
@@ -96,7 +98,7 @@ class Abstraction:
             n = self._counts.get(role, 0)
             self._counts[role] = n + 1
             sentinel = f"\x00{''.join(chr(97 + int(d)) for d in str(len(self.placeholders)))}\x00"
-            nth = _NTH[n] if n < len(_NTH) else f"{_NTH[-1]}_{'x' * (n - len(_NTH) + 1)}"
+            nth = _NTH[n] if n < len(_NTH) else "later_" + "".join(chr(97 + int(d)) for d in str(n))
             shown = STYLES[self.style].format(ROLE=role.upper(), role=role,
                                               NTH=f"{nth.upper()}_" if nth else "", nth=f"{nth}_" if nth else "")
             self.placeholders[value] = sentinel
