@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 
@@ -69,6 +70,10 @@ def parse() -> argparse.Namespace:
     add_ray_option(p)
     p.add_argument("--show-skills", action="store_true", help="print the skill texts learning on wrote, as they ended")
     p.add_argument("--out", type=Path, default=Path("bench/out"))
+    p.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                   help="keep each condition's store (skills, versions, trajectories) in DIR/CONDITION instead of a "
+                        "folder deleted at the end; list its runs with `skillgraft trajectories ls --store "
+                        "sqlite:///DIR/CONDITION/store.db`")
     return p.parse_args()
 
 
@@ -203,7 +208,12 @@ def main() -> None:
              if args.practice else ""), flush=True)
 
     results, stores = {}, {}
-    with tempfile.TemporaryDirectory(prefix="bench-learning-") as tmp:
+    if args.keep is not None:
+        if args.keep.exists() and any(args.keep.iterdir()):
+            sys.exit(f"--keep {args.keep}: the folder is not empty; give a new one")
+        args.keep.mkdir(parents=True, exist_ok=True)
+    folder = nullcontext(str(args.keep)) if args.keep else tempfile.TemporaryDirectory(prefix="bench-learning-")
+    with folder as tmp:
         for label in args.conditions:
             print(f"condition {label}:", flush=True)
             reports = run_condition(label, plan, model, compiler, args, Path(tmp), validation)

@@ -47,22 +47,22 @@ def test_a_common_word_the_run_read_in_the_code_is_a_placeholder_in_the_edit():
         ("math is never imported; add import math.", "sed -i '1i import math' ./a.py"),
         {1: ("Find the files.", "find . -name '*.py'"),
          2: ("MODULE is never imported; add import MODULE.", "sed -i '1i import MODULE' FILE")}, id="module-after-import"),
-    pytest.param(  # what the edit writes, and its pattern does not hold, is NEW: no digit to copy into it
+    pytest.param(  # a second value of a role is named by an ordinal: no digit to copy into the edit
         "FAILED tests/test_a.py::test_LIMIT - AssertionError: assert 'green' == 'amber'",
         ("Find LIMIT.", 'grep -rn "LIMIT =" .', './a.py:4:LIMIT = "green"'),
         ('The constant LIMIT is "green".', "sed -i '/LIMIT =/,/^$/s/green/amber/' ./a.py"),
-        {2: ('The constant NAME is "OTHER_NAME".', "sed -i '/NAME =/,/^$/s/OTHER_NAME/NEW/' FILE")}, id="new-word"),
+        {2: ('The constant NAME is "OTHER_NAME".', "sed -i '/NAME =/,/^$/s/OTHER_NAME/THIRD_NAME/' FILE")}, id="third-name"),
     pytest.param(
         "FAILED tests/test_a.py::test_LIMIT - assert 0.25 == 0.75",
         ("Find LIMIT.", 'grep -rn "LIMIT =" .', "./a.py:4:LIMIT = 0.25"),
         ("LIMIT is 0.25; the test pins 0.75.", "sed -i 's/^LIMIT = 0.25$/LIMIT = 0.75/' ./a.py"),
-        {2: ("NAME is VALUE; the test pins NEW.", "sed -i 's/^NAME = VALUE$/NAME = NEW/' FILE")}, id="new-number"),
+        {2: ("NAME is VALUE; the test pins OTHER_VALUE.", "sed -i 's/^NAME = VALUE$/NAME = OTHER_VALUE/' FILE")}, id="other-value"),
     pytest.param(  # a number the run never showed is the reply's slip: its clause leaves the reason
         "FAILED tests/test_a.py::test_LIMIT - assert 0.25 == 0.75",
         ("Find LIMIT.", 'grep -rn "LIMIT =" .', "./a.py:4:LIMIT = 0.25"),
         ("LIMIT is 0.25; the test pins 0.", "sed -i 's/^LIMIT = 0.25$/LIMIT = 0.75/' ./a.py"),
-        {2: ("NAME is VALUE", "sed -i 's/^NAME = VALUE$/NAME = NEW/' FILE")}, id="stray-number-in-reason"),
-    pytest.param(  # a value its pattern holds too is what the edit keeps: the minus is the fix
+        {2: ("NAME is VALUE", "sed -i 's/^NAME = VALUE$/NAME = OTHER_VALUE/' FILE")}, id="stray-number-in-reason"),
+    pytest.param(  # the value kept beside a minus: the minus is the fix
         "FAILED tests/test_a.py::test_LIMIT - assert 16 == -16",
         ("Find LIMIT.", 'grep -rn "LIMIT =" .', "./a.py:4:LIMIT = 16"),
         ("Negate it.", "sed -i 's/^LIMIT = 16$/LIMIT = -16/' ./a.py"),

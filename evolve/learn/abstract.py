@@ -5,12 +5,13 @@ words and numbers it first saw in the instruction or in an earlier command's out
 repository's file paths. Those become placeholders, the same value always the same placeholder,
 so the edit pattern survives ("range(NAME)" to "range(NAME + 1)") while the particulars do not.
 A placeholder is named for the role its syntax gives it where it is first used: FILE, MODULE
-(after `import`), KEY (a quoted dict key), LINE (a line number), NEW (a name or number that a
-sed substitution writes where its pattern has none: what the fix puts in), VALUE (another
-number), and NAME for any other name. A second placeholder of a role is OTHER_NAME, a third
-THIRD_NAME, never NAME2: a model filling in a recipe copies a placeholder's digit into the value
-it writes ("52" for VALUE2 where the value is 5). Everything else — the commands, flags and
-choices the agent made without being told — is kept, because that is the method.
+(after `import`), KEY (a quoted dict key), LINE (a line number), VALUE (another number), and NAME
+for any other name. A second placeholder of a role is OTHER_NAME, a third THIRD_NAME, never NAME2:
+a model filling in a recipe copies a placeholder's digit into the value it writes ("52" for VALUE2
+where the value is 5), and NAME2 beside NAME3 is one token apart. Nor is the value an edit writes
+called NEW: a model writes a plain word like that into the code as it stands. Everything else — the
+commands, flags and choices the agent made without being told — is kept, because that is the
+method.
 
 Common English words ("name", "right", "value") stay as they are in prose, but in a command, or
 quoted in prose, one the agent was shown is as much an instance value as any other name: a
@@ -44,8 +45,6 @@ STYLES = {"upper": "{NTH}{ROLE}", "angle": "<{nth}{role}>"}
 _NTH = ("", "other", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh",
         "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth", "eighteenth", "nineteenth",
         "twentieth")
-# A sed substitution, `s/pattern/replacement/`, alone or after an address (`/def f(/,/^$/s/…/…/`).
-_SUBSTITUTION = re.compile(r"(?<![\w\\])s([/|#])((?:\\.|(?!\1).)*)\1((?:\\.|(?!\1).)*)\1")
 
 # Words that are method, not instance: shell and Python vocabulary a recipe must keep.
 _METHOD = set(keyword.kwlist) | {
@@ -136,12 +135,6 @@ def _is_flag(m: re.Match) -> bool:
     return bool(_FLAG_NAME.search(before)) and before.count("'") % 2 == 0 and before.count('"') % 2 == 0
 
 
-def _written_new(m: re.Match, spans: list[tuple[tuple[int, int], str]]) -> bool:
-    """The match lies in a substitution's replacement whose pattern does not hold it."""
-    alone = re.compile(rf"(?<![\w.]){re.escape(m.group(0))}(?![\w])")
-    return any(a <= m.start() and m.end() <= b and not alone.search(pattern) for (a, b), pattern in spans)
-
-
 def _quoted(m: re.Match) -> bool:
     return bool(_QUOTED[0].search(m.string[: m.start()]) and _QUOTED[1].search(m.string[m.end():]))
 
@@ -149,9 +142,6 @@ def _quoted(m: re.Match) -> bool:
 def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str], command: bool = False) -> str:
     """Replaces, in one pass each, paths, then words and numbers the agent had been shown.
     `command` says the text is a command, where a prose word is a value like any other."""
-
-    def replacements(t: str) -> list[tuple[tuple[int, int], str]]:
-        return [(sub.span(3), sub.group(2)) for sub in _SUBSTITUTION.finditer(t)] if command else []
 
     def path_sub(m: re.Match) -> str:
         return abstraction.name(m.group(0), "file", known.get(m.group(0), "the repository listing"))
@@ -165,10 +155,7 @@ def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str], co
         if w.lower() in _PROSE_LOWER and not (command or _quoted(m)):
             return w
         if w in known or w in abstraction.placeholders:
-            role = _word_role(m)
-            if role == "name" and _written_new(m, word_spans):
-                role = "new"
-            return abstraction.name(w, role, known.get(w, "the repository"))
+            return abstraction.name(w, _word_role(m), known.get(w, "the repository"))
         return w
 
     def number_sub(m: re.Match) -> str:
@@ -178,15 +165,11 @@ def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str], co
         if n in known or n in abstraction.placeholders:
             after, before = m.string[m.end():], m.string[: m.start()]
             role = "line" if (_LINE_AFTER.search(after) or _LINE_BEFORE.search(before)) else "value"
-            if role == "value" and _written_new(m, number_spans):
-                role = "new"
             return abstraction.name(n, role, known.get(n, "the repository"))
         return n
 
     text = _PATH.sub(path_sub, text)
-    word_spans = replacements(text)
     text = _WORD.sub(word_sub, text)
-    number_spans = replacements(text)
     return _NUMBER.sub(number_sub, text)
 
 
@@ -222,7 +205,7 @@ def abstract_steps(episode: Episode, steps: list[Step], style: str = "upper",
 def _without_stray_numbers(thought: str, command: str) -> str:
     """The thought's clauses that state no number the command does not hold. A number the run
     never showed stays literal, and in a reason it is the model's own slip ("the test pins 0"
-    where the command writes NEW), which a model following the recipe copies into its edit."""
+    where the command writes OTHER_VALUE), which a model following the recipe copies into its edit."""
     held = set(_NUMBER.findall(command))
     clauses = [c for c in re.split(r";\s*", thought) if set(_NUMBER.findall(c)) <= held]
     return "; ".join(clauses)
