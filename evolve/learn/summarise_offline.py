@@ -83,7 +83,7 @@ class OfflineSummariser:
             check = f"`{self.test_command}`" if self.test_command else "the test command"
             lines.append(f"{len(kept) + 1}. Run {check}: exit status 0 means fixed. Then run `submit`.")
         written = "\n".join(t + "\n" + c for t, c in kept)
-        used = [ph for ph in abstraction.first_seen if re.search(rf"(?<![\w<]){re.escape(ph)}(?![\w>])", written)]
+        used = [ph for ph in abstraction.first_seen if re.search(rf"(?<!\w){re.escape(ph)}(?!\w)", written)]
         if used:
             lines += ["", "Placeholders: " + "; ".join(f"{ph} from {abstraction.first_seen[ph]}" for ph in used) + "."]
         return "\n".join(lines) + "\n"
