@@ -82,6 +82,11 @@ _QUOTED = (re.compile(r"[\"'`]$"), re.compile(r"^[\"'`]"))
 _MIN_WORD = 3  # shorter words are too often generic ("id", "f") to be worth a placeholder
 
 
+def _letters(n: int) -> str:
+    """A number spelt in letters, a digit each ("12" -> "bc"): no digit for a pattern to match."""
+    return "".join(chr(97 + int(d)) for d in str(n))
+
+
 @dataclass
 class Abstraction:
     """The mapping from an episode's concrete values to placeholders, built in order of use."""
@@ -96,8 +101,8 @@ class Abstraction:
         if value not in self.placeholders:
             n = self._counts.get(role, 0)
             self._counts[role] = n + 1
-            sentinel = f"\x00{''.join(chr(97 + int(d)) for d in str(len(self.placeholders)))}\x00"
-            nth = _NTH[n] if n < len(_NTH) else "later_" + "".join(chr(97 + int(d)) for d in str(n))
+            sentinel = f"\x00{_letters(len(self.placeholders))}\x00"
+            nth = _NTH[n] if n < len(_NTH) else "later_" + _letters(n)
             shown = STYLES[self.style].format(ROLE=role.upper(), role=role,
                                               NTH=f"{nth.upper()}_" if nth else "", nth=f"{nth}_" if nth else "")
             self.placeholders[value] = sentinel
