@@ -30,9 +30,9 @@ FTS_DDL = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS skill_fts USING fts5("
     "name, description, body, version_id UNINDEXED, tokenize=\"unicode61 tokenchars '_'\")",
     "CREATE VIRTUAL TABLE IF NOT EXISTS skill_fts_terms USING fts5vocab(skill_fts, 'row')",
-    # Column weights for ORDER BY rank (name, description, body); FTS5 keeps this in its config.
-    "INSERT INTO skill_fts(skill_fts, rank) VALUES ('rank', 'bm25(2.0, 1.5, 1.0)')",
 )
+# Column weights for ORDER BY rank (name, description, body); FTS5 keeps this in its config.
+FTS_RANK = "bm25(2.0, 1.5, 1.0)"
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -117,6 +117,12 @@ class Database:
             if self.has_fts:
                 for ddl in FTS_DDL:
                     conn.exec_driver_sql(ddl)
+                # Written only when it differs: every write to the FTS5 config fails the next
+                # MATCH of each other connection open on the table (a running learner, say)
+                # with "SQL logic error", so merely opening the store must not write it.
+                rank = conn.exec_driver_sql("SELECT v FROM skill_fts_config WHERE k = 'rank'").scalar()
+                if rank != FTS_RANK:
+                    conn.exec_driver_sql("INSERT INTO skill_fts(skill_fts, rank) VALUES ('rank', ?)", (FTS_RANK,))
 
     @contextmanager
     def read(self) -> Iterator[Session]:

@@ -173,6 +173,18 @@ def test_lexical_score_rewards_rare_identifiers_not_common_words(store_url: str,
     store.close()
 
 
+def test_opening_the_store_again_does_not_fail_a_search_running_on_it(tmp_path: Path) -> None:
+    """A learner searches the store while the UI or the CLI opens it from another process: FTS5
+    fails the next MATCH of every other connection after a write to its config."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    running = Store(url, tmp_path / "artifacts")
+    skill = running.add_version("loader", "Call frobnicate_config(path).\n", "authored", description="Load settings")
+    assert [sid for sid, _ in running.retriever.lexical.scores("frobnicate_config", 5, 1)] == [skill.skill_id]
+    Store(url, tmp_path / "artifacts").close()  # another process, opening the same file
+    assert [sid for sid, _ in running.retriever.lexical.scores("frobnicate_config", 5, 1)] == [skill.skill_id]
+    running.close()
+
+
 @pytest.mark.postgres
 def test_versions_committed_out_of_id_order_are_still_found(minilm: MiniLMEmbedder, pg_url: str, tmp_path: Path) -> None:
     """On PostgreSQL a lower id can commit after a higher one; the search must not skip it."""
