@@ -51,6 +51,9 @@ def parse() -> argparse.Namespace:
                         "--practice-temperature from other streams of draws, and learn from the first success "
                         "(the session's score stays that of its own runs)")
     p.add_argument("--practice-temperature", type=float, default=1.0)
+    p.add_argument("--rewrite-confirmed", action="store_true",
+                   help="summarise every success, also one that followed the skill's latest version while that "
+                        "version solves at least half the session runs given it (kept as it is by default)")
     p.add_argument("--models", type=Path, default=None, help="models folder (default HOME/models); trained on first use")
     p.add_argument("--policy", type=Path, default=None, help="a trained policy folder instead of the default model")
     p.add_argument("--hypernet", type=Path, default=None, help="a hypernetwork checkpoint instead of the default one")
@@ -86,7 +89,8 @@ def run_condition(label: str, plan, model, compiler, args, root: Path, validatio
     mode = "factors" if label.endswith("factors") else "exact"
     config = LearnConfig(learning=label != "off", skill_mode=args.skill_mode,
                          ema=EmaConfig(alpha=args.alpha, rank=args.rank, mode=mode), gate=args.gate,
-                         practice=args.practice, practice_temperature=args.practice_temperature)
+                         practice=args.practice, practice_temperature=args.practice_temperature,
+                         keep_confirmed=not args.rewrite_confirmed)
     learner = Learner(store, model, compiler, OfflineSummariser(test_command="python3 -m pytest -q"), config, home / "work",
                       validation=validation, episodes=args.episodes)
     reports = []

@@ -45,9 +45,10 @@ def test_the_gate_runs_validation_with_candidate_and_current_global(parts, tmp_p
     assert model.loaded[1].parent.name.startswith("skillgraft-global-")
     model.loaded.clear()
     o = learner.run_session([b.task()]).outcomes[0]
-    # the summary of b is v1's text: nothing to validate for the skill; then the run of b (with
-    # global v1), and the validation task under v1 and under the candidate global
-    assert o.note.startswith("summary unchanged")
+    # b's run was given v1 and solved: it confirms v1, so nothing is summarised or validated for
+    # the skill; then the run of b (with global v1), and the validation task under v1 and under
+    # the candidate global
+    assert o.note == "confirms off-by-one@v1 (1 of 1 runs given it solved)"
     loaded = [p.resolve() for p in model.loaded]
     assert len(loaded) == 3 and loaded[1] == store.adapter_path(first.id).resolve()
     assert loaded[2].parent.name.startswith("skillgraft-global-")
@@ -175,8 +176,9 @@ def test_a_weak_skill_is_refined_after_the_session(tmp_path):
     report = learner.run_session([known.task(), x1.task(), x2.task()])
 
     assert [o.success for o in report.outcomes] == [True, False, False]
-    # the first success is summarised into v2, which the two later runs get
-    assert [o.skills for o in report.outcomes] == [[f"{recipe.name}@v1"]] + [[f"{recipe.name}@v2"]] * 2
+    # the first success was given v1 and confirms it: nothing is summarised, the later runs get v1
+    assert [o.skills for o in report.outcomes] == [[f"{recipe.name}@v1"]] * 3
+    assert report.outcomes[0].note.startswith(f"confirms {recipe.name}@v1") and store.latest_version(recipe.name).number == 1
     # one of three is below 0.5: the refiner ran, scored the skill on the validation task and,
     # since no text can change what this policy does, kept no revision
     notes = [n for n in report.notes if n.startswith(recipe.name)]
@@ -186,6 +188,34 @@ def test_a_weak_skill_is_refined_after_the_session(tmp_path):
     assert {s.condition for s in scores} >= {"refine-validation", f"refine:{v.id}"}
     assert next(s for s in scores if s.condition == "refine-validation").score == 1.0
     assert store.sessions(kind="learn")[-1].summary["notes"] == report.notes
+
+
+@pytest.mark.parametrize("keep_confirmed", [True, False])
+def test_a_success_with_the_latest_version_confirms_it_while_it_solves_half_its_runs(keep_confirmed, tmp_path):
+    from skillgraft.skillworld import library
+
+    k1, k2, x1, x2, x3 = distinct_tasks("off_by_one", 5, 140)
+    model = PoolExpert(None, [k1, k2])  # solves k1 and k2 only; x1, x2, x3 fail
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
+    recipe = library.for_family("off_by_one")[0]
+    store.add_version(recipe.name, recipe.text, origin="authored")
+    learner = Learner(store, model, None, OfflineSummariser(), LearnConfig(skill_mode="context", keep_confirmed=keep_confirmed),
+                      tmp_path / "work")
+
+    first = learner.run_session([x1.task(), k1.task()]).outcomes
+    assert [o.success for o in first] == [False, True] and first[1].skills == [f"{recipe.name}@v1"]
+    if not keep_confirmed:  # every success is summarised
+        assert first[1].learned == f"{recipe.name}@v2"
+        return
+    # v1 solved one of the two runs given it: kept as it is
+    assert first[1].note == f"confirms {recipe.name}@v1 (1 of 2 runs given it solved)" and first[1].learned is None
+    assert store.latest_version(recipe.name).number == 1
+
+    second = learner.run_session([x2.task(), x3.task(), k2.task()]).outcomes
+    # now 2 of 5: the success is summarised, its recipe written into the skill as v2
+    assert [o.skills for o in second] == [[f"{recipe.name}@v1"]] * 3
+    assert second[2].learned == f"{recipe.name}@v2" and not second[2].note
+    assert "## Recipe induced from a successful run" in store.latest_version(recipe.name).text
 
 
 def test_cycleqd_runs_every_k_sessions_over_the_global_history(parts, tmp_path):

@@ -7,7 +7,10 @@ Per task: retrieve skills → compile each (cached by skill version and hypernet
 → rank-concatenate with the current global adapter → run the agent in a sandbox → store the
 trajectory. Per success: summarise the run into a new skill version → compile it → EMA it into
 the global adapter. Everything lives in the store, so a new process (or a second one at the
-same time) carries on from the latest global adapter and skill versions.
+same time) carries on from the latest global adapter and skill versions. A success whose run
+followed its skill's latest version, while that version has solved at least half the session
+runs given it, confirms the version instead (`LearnConfig.keep_confirmed`): a recipe that holds
+is not traded for the summary of one run that followed it.
 
 Practice (`LearnConfig.practice`): a task the session's run failed is run again, sampled, each
 time from another stream of draws, until a run succeeds; that success is learned from like any
@@ -55,6 +58,9 @@ class LearnConfig:
     gate: bool = False
     practice: int = 0  # learning on: more runs of a failed task, sampled, until one succeeds
     practice_temperature: float = 1.0
+    # A success that followed the skill's latest version, which has solved at least as many of
+    # the session runs given it as it has failed, confirms it: no new version is summarised.
+    keep_confirmed: bool = True
     refine_below: float | None = None  # refine a skill whose success rate in a session is below this
     refine_min_uses: int = 3
     cycleqd_every: int | None = None
@@ -267,11 +273,48 @@ class Learner:
     def learn_from(self, task: Task, result: RunResult, trajectory_id: int, used: list[SkillVersion],
                    session_id: int, outcome: TaskOutcome) -> FoldResult | None:
         """Summarise → new skill version → compile → EMA into the global adapter."""
-        episode = episode_from_run(task, result)
         name = target_skill(self.store, task, used)
         previous = self.store.latest_version(name)
+        confirmed = self._confirmed(previous, used, trajectory_id)
+        if confirmed is not None:
+            outcome.note = confirmed
+        version = previous if confirmed is not None else self._summarised(
+            task, result, name, previous, trajectory_id, session_id, outcome)
+        if version is None:
+            return None
+        if self.compiler is None or not self.parametric:
+            return None
+        adapter = compiled_adapter(self.store, self.compiler, version)
+        fold = fold_into_global(
+            self.store, saved_id(adapter.id), self.config.ema,
+            provenance={"skill_version_id": version.id, "trajectory_id": trajectory_id, "session_id": session_id},
+            gate=self._gate if (self.config.gate and self.validation) else None,
+        )
+        outcome.global_after = fold.record.version if fold.record is not None else None
+        if not fold.committed:
+            outcome.note = "new global version refused by the validation gate"
+        return fold
+
+    def _confirmed(self, previous: SkillVersion | None, used: list[SkillVersion], trajectory_id: int) -> str | None:
+        """A note when this success confirms the skill's latest version (LearnConfig.keep_confirmed):
+        the run was given it, and it has solved at least as many of the session runs given it as
+        it has failed, this one included. Rewriting it from a run that followed it would trade a
+        recipe with a record for one without, and a run's own slips would come along."""
+        if not self.config.keep_confirmed or previous is None or all(v.id != previous.id for v in used):
+            return None
+        runs = [t for t in self.store.trajectories(skill=previous.skill_name)
+                if previous.id in t.skill_version_ids and (t.session_id is not None or t.id == trajectory_id)]
+        solved = sum(t.reward > 0 for t in runs)
+        if solved < len(runs) - solved:
+            return None
+        return f"confirms {previous.skill_name}@v{previous.number} ({solved} of {len(runs)} runs given it solved)"
+
+    def _summarised(self, task: Task, result: RunResult, name: str, previous: SkillVersion | None,
+                    trajectory_id: int, session_id: int, outcome: TaskOutcome) -> SkillVersion | None:
+        """The skill version a summary of the run makes (or the text it already has), None when
+        the summariser gives none or the gate refuses it."""
         try:
-            text = self.summariser.summarise(episode, name, previous.text if previous else None)
+            text = self.summariser.summarise(episode_from_run(task, result), name, previous.text if previous else None)
         except SummaryError as exc:
             outcome.note = f"not summarised: {exc}"
             return None
@@ -286,18 +329,7 @@ class Learner:
             outcome.note = f"summary unchanged: {version.skill_name}@v{version.number}"
         else:
             outcome.learned = f"{version.skill_name}@v{version.number}"
-        if self.compiler is None or not self.parametric:
-            return None
-        adapter = compiled_adapter(self.store, self.compiler, version)
-        fold = fold_into_global(
-            self.store, saved_id(adapter.id), self.config.ema,
-            provenance={"skill_version_id": version.id, "trajectory_id": trajectory_id, "session_id": session_id},
-            gate=self._gate if (self.config.gate and self.validation) else None,
-        )
-        outcome.global_after = fold.record.version if fold.record is not None else None
-        if not fold.committed:
-            outcome.note = "new global version refused by the validation gate"
-        return fold
+        return version
 
     def _gate(self, candidate: Path, current: Path | None) -> bool:
         """A new global version must not score below the current one (or no adapter, for the

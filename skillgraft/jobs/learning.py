@@ -89,6 +89,7 @@ class LearnOptions:
     temperature: float | None = None  # the agent model's sampling temperature (None: greedy)
     practice: int = 0  # learning on: more runs of a failed task, sampled, until one succeeds
     practice_temperature: float = 1.0
+    keep_confirmed: bool = True  # a success that followed a skill version that holds up keeps it
 
 
 def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:
@@ -171,7 +172,8 @@ def _sessions(settings: Settings, options: LearnOptions, roles: AgentRoles, plan
                            ema=EmaConfig(alpha=options.alpha or 1.0, rank=options.rank), sandbox=options.sandbox.value,
                            image=options.image, gate=options.gate, refine_below=options.refine_below,
                            cycleqd_every=options.cycleqd_every, practice=options.practice,
-                           practice_temperature=options.practice_temperature)
+                           practice_temperature=options.practice_temperature,
+                           keep_confirmed=options.keep_confirmed)
 
     runs = [(label, config_for(label == "on")) for label in run_labels(options)]
     store = Store(settings.store_url, settings.artifacts)
