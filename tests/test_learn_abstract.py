@@ -62,6 +62,13 @@ def test_a_common_word_the_run_read_in_the_code_is_a_placeholder_in_the_edit():
         ("Find LIMIT.", 'grep -rn "LIMIT =" .', "./a.py:4:LIMIT = 0.25"),
         ("LIMIT is 0.25; the test pins 0.", "sed -i 's/^LIMIT = 0.25$/LIMIT = 0.75/' ./a.py"),
         {2: ("NAME is VALUE", "sed -i 's/^NAME = VALUE$/NAME = OTHER_VALUE/' FILE")}, id="stray-number-in-reason"),
+    pytest.param(  # a name glued to a word is still the name; a quoted word the run never showed is a slip
+        "FAILED tests/test_a.py::test_LIMIT - AssertionError: assert 'south' == 'weekly'",
+        ("The failing test is test_LIMIT; findLIMIT:", 'grep -rn "LIMIT =" .', './a.py:4:LIMIT = "south"'),
+        ('The constantLIMIT is "south"; the test pins "daily".', "sed -i '/LIMIT =/,/^$/s/south/weekly/' ./a.py"),
+        {1: ("The failing test is test_NAME; find NAME:", 'grep -rn "NAME =" .'),
+         2: ('The constant NAME is "OTHER_NAME"', "sed -i '/NAME =/,/^$/s/OTHER_NAME/THIRD_NAME/' FILE")},
+        id="glued-name-and-stray-quote"),
     pytest.param(  # the value kept beside a minus: the minus is the fix
         "FAILED tests/test_a.py::test_LIMIT - assert 16 == -16",
         ("Find LIMIT.", 'grep -rn "LIMIT =" .', "./a.py:4:LIMIT = 16"),

@@ -41,6 +41,11 @@ _FLAG_BEFORE = re.compile(r"(?:(?:^|\s)--?[A-Za-z][\w-]*[ =]|=)$")
 _LINE_AFTER = re.compile(r"^(?:,\d+)?[spdcai]\b|^[spd][/|#]")
 _LINE_BEFORE = re.compile(r"(?:\b[Ll]ine |:)$")
 
+# A quoted word in prose: the quote opens after no letter, so an apostrophe ("it's") opens none.
+_QUOTATION = re.compile(r"(?<!\w)([\"'`])([^\"'`\n]+?)\1(?!\w)")
+# A lower-case word run into a capitalised name that ends the word: "findWIDTH", not "camelCase".
+_GLUED = re.compile(r"(?<=[a-z])(?=[A-Z][A-Z0-9_]+\b)")
+
 STYLES = {"upper": "{NTH}{ROLE}", "angle": "<{nth}{role}>"}
 _NTH = ("", "other", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh",
         "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth", "eighteenth", "nineteenth",
@@ -199,21 +204,31 @@ def abstract_steps(episode: Episode, steps: list[Step], style: str = "upper",
     for i, step in enumerate(steps, 1):
         # The command first: its syntax says best what a value is (a sed address is a line).
         command = abstract_text(step.command, abstraction, known, command=True)
-        thought = abstract_text(_first_sentence(step.thought), abstraction, known)
+        thought = abstract_text(_unglued(_first_sentence(step.thought)), abstraction, known)
         command = abstraction.render(command)
-        out.append((_without_stray_numbers(abstraction.render(thought), command), command))
+        out.append((_without_strays(abstraction.render(thought), command), command))
         for value in values_in(step.output) - method:
             known.setdefault(value, f"the output of step {i}")
     return out, abstraction
 
 
-def _without_stray_numbers(thought: str, command: str) -> str:
-    """The thought's clauses that state no number the command does not hold. A number the run
-    never showed stays literal, and in a reason it is the model's own slip ("the test pins 0"
-    where the command writes OTHER_VALUE), which a model following the recipe copies into its edit."""
+def _without_strays(thought: str, command: str) -> str:
+    """The thought's clauses that state no number and quote nothing the command does not hold.
+    What the run showed is a placeholder by now; a number or quoted word still literal is the
+    model's own slip ("the test pins 0" where the command writes OTHER_VALUE, "the test pins
+    'daily'" where it writes THIRD_NAME), which a model following the recipe copies into its edit."""
     held = set(_NUMBER.findall(command))
-    clauses = [c for c in re.split(r";\s*", thought) if set(_NUMBER.findall(c)) <= held]
-    return "; ".join(clauses)
+
+    def plain(clause: str) -> bool:
+        return set(_NUMBER.findall(clause)) <= held and all(q[1] in command for q in _QUOTATION.findall(clause))
+
+    return "; ".join(c for c in re.split(r";\s*", thought) if plain(c))
+
+
+def _unglued(thought: str) -> str:
+    """A reply's prose with a capitalised name split from the word it was glued to ("findWIDTH",
+    a slip of the model's), so that the name is seen, and abstracted, as the name it is."""
+    return _GLUED.sub(" ", thought)
 
 
 def _first_sentence(thought: str) -> str:
