@@ -83,7 +83,9 @@ def learn(
 
     Per task: retrieve skills, compile them (cached), join them with the global adapter, run the
     agent in a sandbox, record the run. Per verified success: summarise the run into a new skill
-    version, compile it and fold it into the global adapter by an exact low-rank EMA. Everything
+    version (unless the run followed the skill's latest version and that version has solved at
+    least half the session runs given it: then the version stands), compile it and fold it into
+    the global adapter by an exact low-rank EMA. Everything
     is kept in the store, so the next `learn` carries on where this one stopped. Ends with a
     table per session and a learning-curve picture (learning on against off).
     """
