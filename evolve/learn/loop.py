@@ -272,7 +272,8 @@ class Learner:
     # ---------------------------------------------------------------- learning from a success
     def learn_from(self, task: Task, result: RunResult, trajectory_id: int, used: list[SkillVersion],
                    session_id: int, outcome: TaskOutcome) -> FoldResult | None:
-        """Summarise → new skill version → compile → EMA into the global adapter."""
+        """Summarise → new skill version (or confirm the one the run followed) → compile → EMA
+        into the global adapter."""
         name = target_skill(self.store, task, used)
         previous = self.store.latest_version(name)
         confirmed = self._confirmed(previous, used, trajectory_id)
