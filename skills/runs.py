@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence
 
+from sqlalchemy import case
 from sqlmodel import col, func, select
 
 from skillgraft.skills.errors import NotFound
@@ -142,6 +143,17 @@ class Runs(StorePart):
     def count_trajectories(self, skill: Optional[str] = None, session_id: Optional[int] = None) -> int:
         with self.db.read() as s:
             return int(s.exec(_filtered(select(func.count()).select_from(Trajectory), skill, session_id)).one())
+
+    def version_record(self, version_id: int, also: Optional[int] = None) -> tuple[int, int]:
+        """(solved, runs) over the session runs that were given a skill version, and the run
+        `also` if it was given it too (a practice run, say, which belongs to no session)."""
+        given = select(TrajectorySkill.trajectory_id).where(TrajectorySkill.skill_version_id == version_id)
+        counted = col(Trajectory.session_id).is_not(None) | (col(Trajectory.id) == also)
+        q = (select(func.count(), func.coalesce(func.sum(case((col(Trajectory.reward) > 0, 1), else_=0)), 0))
+             .where(col(Trajectory.id).in_(given), counted))
+        with self.db.read() as s:
+            runs, solved = s.exec(q).one()
+        return int(solved), int(runs)
 
     # ---- scores ------------------------------------------------------------------------------
     def add_score(

@@ -278,9 +278,9 @@ class Learner:
         previous = self.store.latest_version(name)
         confirmed = self._confirmed(previous, used, trajectory_id)
         if confirmed is not None:
-            outcome.note = confirmed
-        version = previous if confirmed is not None else self._summarised(
-            task, result, name, previous, trajectory_id, session_id, outcome)
+            outcome.note, version = confirmed, previous
+        else:
+            version = self._summarised(task, result, name, previous, trajectory_id, session_id, outcome)
         if version is None:
             return None
         if self.compiler is None or not self.parametric:
@@ -303,12 +303,10 @@ class Learner:
         recipe with a record for one without, and a run's own slips would come along."""
         if not self.config.keep_confirmed or previous is None or all(v.id != previous.id for v in used):
             return None
-        runs = [t for t in self.store.trajectories(skill=previous.skill_name)
-                if previous.id in t.skill_version_ids and (t.session_id is not None or t.id == trajectory_id)]
-        solved = sum(t.reward > 0 for t in runs)
-        if solved < len(runs) - solved:
+        solved, runs = self.store.version_record(saved_id(previous.id), also=trajectory_id)
+        if solved < runs - solved:
             return None
-        return f"confirms {previous.skill_name}@v{previous.number} ({solved} of {len(runs)} runs given it solved)"
+        return f"confirms {previous.skill_name}@v{previous.number} ({solved} of {runs} runs given it solved)"
 
     def _summarised(self, task: Task, result: RunResult, name: str, previous: SkillVersion | None,
                     trajectory_id: int, session_id: int, outcome: TaskOutcome) -> SkillVersion | None:
