@@ -22,6 +22,7 @@ from skillgraft.agent.loadout import NOTHING, Loadout
 from skillgraft.agent.models.base import Model, Sampling
 from skillgraft.agent.runner import RunResult, run_task
 from skillgraft.agent.task import Task
+from skillgraft.agent.unstick import Unstick
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class EpisodeJob:
     info: Mapping[str, Any] | None = None
     tag: Any = None  # the caller's handle on the job (a family and seed, a candidate and task set…)
     sampling: Sampling | None = None  # how this run draws its replies, where not as the model does
+    unstick: Unstick | None = None  # redraw a reply that would repeat a command from the same state
 
 
 class EpisodeRunner(Protocol):
@@ -67,7 +69,8 @@ class LocalEpisodes:
 
     def _one(self, job: EpisodeJob) -> RunResult:
         return run_task(job.task, self.models(), sandbox=self.sandbox, loadout=job.loadout,
-                        trajectory_path=job.trajectory_path, info=job.info, image=self.image, sampling=job.sampling)
+                        trajectory_path=job.trajectory_path, info=job.info, image=self.image, sampling=job.sampling,
+                        unstick=job.unstick)
 
     def run_all(self, jobs: Sequence[EpisodeJob]) -> Iterator[tuple[EpisodeJob, RunResult]]:
         if self._pool is None:  # kept across calls, so each thread keeps its model

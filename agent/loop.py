@@ -3,7 +3,8 @@
 Control flow is by exceptions: a step either returns normally or raises FormatProblem (the
 reply had no usable command: tell the model and go on) or AgentExit (submitted, a limit was
 reached, the model or sandbox failed: stop). Limits are checked before every model call, so
-no call is paid for that the run cannot use.
+no call is paid for that the run cannot use. Given `Unstick`, a reply that would run a command
+again from the repository state it already ran in is drawn again (agent.unstick).
 """
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from skillgraft.agent import prompts
-from skillgraft.agent.models.base import Model, ModelError
+from skillgraft.agent.models.base import Model, ModelError, ModelReply, Sampling, SamplingModel
 from skillgraft.agent.task import Limits
+from skillgraft.agent.unstick import REDRAW_STREAM, Tried, Unstick
 from skillgraft.sandbox.base import ExecResult, Sandbox, SandboxError
 
 SUBMITTED = "Submitted"
@@ -35,6 +38,7 @@ class Step:
     command: str | None = None
     result: ExecResult | None = None
     format_error: bool = False
+    replaced: str | None = None  # a command that would have repeated itself, replaced by a redraw
     cost: float = 0.0  # total so far
     elapsed: float = 0.0
 
@@ -68,10 +72,15 @@ class AgentLoop:
         *,
         max_format_errors: int = 3,
         on_step: Callable[[Step], None] | None = None,
+        unstick: Unstick | None = None,
     ):
         self.model, self.sandbox, self.limits = model, sandbox, limits
         self.max_format_errors = max_format_errors
         self.on_step = on_step
+        # Redraws need a model that can sample; one that cannot (a replay) is never redrawn.
+        self.unstick = unstick if isinstance(model, SamplingModel) else None
+        self._tried = Tried()
+        self.redraws = 0  # model calls made to redraw a repeated command
         self.messages: list[dict] = []
         self.steps = 0
         self.history: list[Step] = []  # every step as it happened, the submit and malformed replies included
@@ -122,30 +131,30 @@ class AgentLoop:
 
     def step(self) -> Step:
         self.check_limits()
-        asked = time.monotonic()
         try:
-            reply = self.model.query(self.messages)
+            reply = self._ask()
         except ModelError as exc:
             raise AgentExit(MODEL_ERROR, str(exc)) from exc
-        finally:
-            self.model_s += time.monotonic() - asked
         self.steps += 1
-        self.cost += reply.cost
-        for key, value in reply.usage.items():
-            if isinstance(value, int) and not isinstance(value, bool):
-                self.usage[key] = self.usage.get(key, 0) + value
+        try:
+            command = _command_of(reply)
+        except prompts.FormatError as exc:
+            self.messages.append({"role": "assistant", "content": reply.content})
+            self.messages.append({"role": "user", "content": str(exc)})
+            raise FormatProblem() from exc
+        replaced = None
+        if self.unstick is not None and not prompts.is_submit(command):
+            state = self._state()
+            if state is not None:
+                if self._tried.before(state, command):
+                    reply, command, replaced = self._redraw(self.unstick, state, reply, command)
+                self._tried.add(state, command)
         if reply.tool_command is not None:
-            command = reply.tool_command
             self.messages.append(_tool_call_message(reply.content, command, reply.tool_call_id))
         else:
             self.messages.append({"role": "assistant", "content": reply.content})
-            try:
-                command = prompts.parse_action(reply.content)
-            except prompts.FormatError as exc:
-                self.messages.append({"role": "user", "content": str(exc)})
-                raise FormatProblem() from exc
         if prompts.is_submit(command):
-            self._emit(Step(self.steps, reply.content, command))
+            self._emit(Step(self.steps, reply.content, command, replaced=replaced))
             raise AgentExit(SUBMITTED)
         result = self._execute(command)
         text = prompts.observation(result.output, result.returncode, result.timed_out, result.elided)
@@ -153,7 +162,45 @@ class AgentLoop:
             self.messages.append({"role": "tool", "tool_call_id": reply.tool_call_id, "content": text})
         else:
             self.messages.append({"role": "user", "content": text})
-        return Step(self.steps, reply.content, command, result)
+        return Step(self.steps, reply.content, command, result, replaced=replaced)
+
+    def _ask(self) -> ModelReply:
+        """One model call on the conversation so far, its time, cost and tokens counted."""
+        asked = time.monotonic()
+        try:
+            reply = self.model.query(self.messages)
+        finally:
+            self.model_s += time.monotonic() - asked
+        self.cost += reply.cost
+        for key, value in reply.usage.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.usage[key] = self.usage.get(key, 0) + value
+        return reply
+
+    def _state(self) -> str | None:
+        """The repository's state (a digest of its diff), or None when it cannot be read."""
+        try:
+            return Tried.state_of(self.sandbox.diff())
+        except SandboxError:
+            return None
+
+    def _redraw(self, unstick: Unstick, state: str, reply: ModelReply, command: str) -> tuple[ModelReply, str, str | None]:
+        """A sampled reply proposing a command not yet run from `state`, or the one given when
+        no draw finds one. The third item is the command replaced, None when none was."""
+        model, lim = cast(SamplingModel, self.model), self.limits
+        for n in range(unstick.tries):
+            if self.elapsed >= lim.wall_time or (lim.cost > 0 and self.cost >= lim.cost):
+                break
+            self.redraws += 1
+            try:
+                with model.sampled(Sampling(unstick.temperature, stream=REDRAW_STREAM + n)):
+                    drawn = self._ask()
+                fresh = _command_of(drawn)
+            except (ModelError, prompts.FormatError):
+                continue
+            if not self._tried.before(state, fresh):
+                return drawn, fresh, command
+        return reply, command, None
 
     def _execute(self, command: str) -> ExecResult:
         # A command may not outlive the run's wall time: it is cut at whichever ends first.
@@ -166,6 +213,11 @@ class AgentLoop:
             raise AgentExit(SANDBOX_ERROR, str(exc)) from exc
         finally:
             self.commands_s += time.monotonic() - started
+
+
+def _command_of(reply: ModelReply) -> str:
+    """The command a reply proposes; FormatError when it holds no single one."""
+    return reply.tool_command if reply.tool_command is not None else prompts.parse_action(reply.content)
 
 
 def _tool_call_message(content: str, command: str, call_id: str | None) -> dict:

@@ -22,6 +22,7 @@ from skillgraft.agent.loop import SANDBOX_ERROR, AgentLoop, Step
 from skillgraft.agent.models.base import AdapterModel, Model, ModelError, Sampling, SamplingModel
 from skillgraft.agent.task import Task, links_leaving
 from skillgraft.agent.trajectory import TrajectoryWriter
+from skillgraft.agent.unstick import Unstick
 from skillgraft.sandbox.base import Sandbox, SandboxError, SandboxLimits, open_sandbox
 
 SETUP_FAILED = "SetupFailed"
@@ -30,7 +31,7 @@ SETUP_FAILED = "SetupFailed"
 RESERVED_INFO = frozenset(
     {"task", "model", "sandbox", "adapters", "skills", "limits", "started_at", "timings", "cost", "steps",
      "exit_status", "exit_detail", "patch", "test", "reward", "success", "usage", "links_outside_repo",
-     "test_files_restored", "sampling"}
+     "test_files_restored", "sampling", "unstick", "redraws"}
 )
 
 
@@ -70,13 +71,15 @@ def run_task(
     image: str | None = None,
     on_step: Callable[[Step], None] | None = None,
     sampling: Sampling | None = None,
+    unstick: Unstick | None = None,
 ) -> RunResult:
     """Runs the agent on a task and judges it with the task's test command.
 
     The loadout (agent.loadout.make_loadout) says which skills the prompt shows and which adapter
     the model activates for the run. Raises SandboxUnavailable when the backend is missing, and
     AdapterUnsupported when the loadout holds an adapter for a model that cannot take one, and
-    ModelError when `sampling` is given for a model that cannot sample (a replay);
+    ModelError when `sampling` is given for a model that cannot sample (a replay); `unstick`
+    redraws a reply that would repeat a command from the same repository state (agent.unstick);
     everything that happens inside the run (limits, model failures, a failing setup) ends up in
     the result's exit_status instead.
     """
@@ -93,7 +96,8 @@ def run_task(
             raise ModelError(f"model {model.name} cannot sample; a sampled run needs a local or hosted model")
         drawing = model.sampled(sampling)
     writer = TrajectoryWriter(trajectory_path, {**(info or {}), **_start_info(task, model, sandbox, skills, adapter_dir),
-                                                **({"sampling": asdict(sampling)} if sampling is not None else {})})
+                                                **({"sampling": asdict(sampling)} if sampling is not None else {}),
+                                                **({"unstick": asdict(unstick)} if unstick is not None else {})})
     started = time.monotonic()
     timings: dict[str, float] = {}
     if adapted is not None and adapter_dir is not None:
@@ -108,7 +112,7 @@ def run_task(
             with open_sandbox(sandbox, repo, limits, image=image) as box:
                 timings["open"] = time.monotonic() - started
                 with drawing:
-                    return _run_in(box, task, model, skills, writer, timings, started, on_step)
+                    return _run_in(box, task, model, skills, writer, timings, started, on_step, unstick)
     finally:
         if adapted is not None:
             adapted.unload_adapter()
@@ -123,11 +127,12 @@ def _run_in(
     timings: dict[str, float],
     started: float,
     on_step: Callable[[Step], None] | None,
+    unstick: Unstick | None,
 ) -> RunResult:
     mark = time.monotonic()
     setup_failure = _setup(box, task)
     timings["setup"] = time.monotonic() - mark
-    loop = AgentLoop(model, box, task.limits, on_step=_saving(writer, lambda: loop, on_step))
+    loop = AgentLoop(model, box, task.limits, on_step=_saving(writer, lambda: loop, on_step), unstick=unstick)
     if setup_failure is None:
         mark = time.monotonic()
         outcome = loop.run(task.instruction, skills)
@@ -177,6 +182,7 @@ def _run_in(
         test={"command": task.test, "returncode": returncode, "output": test_output, "passed": success},
         reward=result.reward,
         success=success,
+        **({"redraws": loop.redraws} if loop.unstick is not None else {}),
     )
     writer.write(messages)
     return result

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.ray_option import add_ray_option, ray_runner  # noqa: E402
 from skillgraft.agent.episodes import LocalEpisodes  # noqa: E402
+from skillgraft.agent.unstick import Unstick  # noqa: E402
 from skillgraft.evolve.learn import EmaConfig, LearnConfig, Learner, OfflineSummariser  # noqa: E402
 from skillgraft.evolve.learn.curve import SessionPoint, plot_curves  # noqa: E402
 from skillgraft.evolve.learn.schedule import world_sessions, world_validation  # noqa: E402
@@ -54,6 +55,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--rewrite-confirmed", action="store_true",
                    help="summarise every success, also one that followed the skill's latest version while that "
                         "version solves at least half the session runs given it (kept as it is by default)")
+    p.add_argument("--unstick", action="store_true",
+                   help="every run, in every condition: a reply that would run a command again from the repository "
+                        "state it already ran in is drawn again, sampled (agent.unstick)")
     p.add_argument("--models", type=Path, default=None, help="models folder (default HOME/models); trained on first use")
     p.add_argument("--policy", type=Path, default=None, help="a trained policy folder instead of the default model")
     p.add_argument("--hypernet", type=Path, default=None, help="a hypernetwork checkpoint instead of the default one")
@@ -90,7 +94,7 @@ def run_condition(label: str, plan, model, compiler, args, root: Path, validatio
     config = LearnConfig(learning=label != "off", skill_mode=args.skill_mode,
                          ema=EmaConfig(alpha=args.alpha, rank=args.rank, mode=mode), gate=args.gate,
                          practice=args.practice, practice_temperature=args.practice_temperature,
-                         keep_confirmed=not args.rewrite_confirmed)
+                         keep_confirmed=not args.rewrite_confirmed, unstick=Unstick() if args.unstick else None)
     learner = Learner(store, model, compiler, OfflineSummariser(test_command="python3 -m pytest -q"), config, home / "work",
                       validation=validation, episodes=args.episodes)
     reports = []

@@ -101,7 +101,7 @@ class RayEpisodes:
         adapter = self.shipper.ship(loadout.adapter_dir) if loadout.adapter_dir is not None else None
         skills = tuple((s.name, s.text, s.body) for s in loadout.skills)
         return WireJob(job.task, loadout.mode, skills, adapter, dict(job.info) if job.info else None,
-                       job.trajectory_path is not None, job.sampling)
+                       job.trajectory_path is not None, job.sampling, job.unstick)
 
     @staticmethod
     def _landed(job: EpisodeJob, answer: WireResult) -> RunResult:

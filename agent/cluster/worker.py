@@ -14,6 +14,7 @@ from skillgraft.agent.runner import RunResult, run_task
 from skillgraft.agent.skill_mode import SkillMode
 from skillgraft.agent.task import Task
 from skillgraft.agent.trajectory import read_trajectory
+from skillgraft.agent.unstick import Unstick
 from skillgraft.agent.cluster.artifacts import AdapterCache
 
 
@@ -28,6 +29,7 @@ class WireJob:
     info: dict[str, Any] | None
     keep_trajectory: bool
     sampling: Sampling | None = None
+    unstick: Unstick | None = None
 
 
 @dataclass
@@ -79,7 +81,7 @@ class EpisodeWorker:
         with tempfile.TemporaryDirectory(prefix="skillgraft-episode-") as tmp:
             path = Path(tmp) / "trajectory.json" if job.keep_trajectory else None
             result = run_task(job.task, self.model, sandbox=self.sandbox, loadout=loadout, trajectory_path=path,
-                              info=job.info, image=self.image, sampling=job.sampling)
+                              info=job.info, image=self.image, sampling=job.sampling, unstick=job.unstick)
             document = read_trajectory(path) if path is not None and path.is_file() else None
         self.episodes += 1
         return WireResult(replace(result, trajectory_path=None), document, self.node, os.getpid())

@@ -32,6 +32,7 @@ from skillgraft.agent.seams import SkillCompiler
 from skillgraft.agent.runner import RunResult, run_task
 from skillgraft.agent.skill_adapters import compiled_adapter
 from skillgraft.agent.task import Task
+from skillgraft.agent.unstick import Unstick
 from skillgraft.evolve.learn.choose import retrieve, target_skill
 from skillgraft.evolve.learn.episode import episode_from_run
 from skillgraft.evolve.learn.evaluate import AgentScorer, mean
@@ -61,6 +62,9 @@ class LearnConfig:
     # A success that followed the skill's latest version, which has solved at least as many of
     # the session runs given it as it has failed, confirms it: no new version is summarised.
     keep_confirmed: bool = True
+    # Every run: a reply that would run a command again from the repository state it already
+    # ran in is drawn again (agent.unstick); None leaves the model's replies as they come.
+    unstick: Unstick | None = None
     refine_below: float | None = None  # refine a skill whose success rate in a session is below this
     refine_min_uses: int = 3
     cycleqd_every: int | None = None
@@ -199,7 +203,7 @@ class Learner:
         loadout = self.loadout_for(task, borrow=borrow)
         path = self.workdir / "trajectories" / f"session-{session_id}" / f"{task.id}.json"
         return EpisodeJob(task, loadout, path, {"session_id": session_id, "skill_versions": loadout.version_ids,
-                                                "adapter_ids": loadout.adapter_ids})
+                                                "adapter_ids": loadout.adapter_ids}, unstick=self.config.unstick)
 
     def _results(self, jobs: Sequence[EpisodeJob]) -> dict[int, RunResult]:
         """Each job's result, by the job's id(): on the episode runner, or here one after another."""
@@ -207,7 +211,7 @@ class Learner:
             return {id(job): result for job, result in self.episodes.run_all(jobs)}
         return {id(job): run_task(job.task, self.model, sandbox=self.config.sandbox, loadout=job.loadout,
                                   trajectory_path=job.trajectory_path, image=self.config.image, info=job.info,
-                                  sampling=job.sampling)
+                                  sampling=job.sampling, unstick=job.unstick)
                 for job in jobs}
 
     def _run_wave(self, tasks: Sequence[Task], session_id: int) -> list[TaskOutcome]:

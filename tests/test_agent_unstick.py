@@ -1,0 +1,94 @@
+"""Redrawing a reply that would repeat a command from the same repository state, in a real sandbox."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from skillgraft.agent import prompts
+from skillgraft.agent.models.base import ModelReply, Sampling
+from skillgraft.agent.models.replay_model import ReplayModel
+from skillgraft.agent.runner import run_task
+from skillgraft.agent.task import InlineRepo, Limits, Task
+from skillgraft.agent.unstick import REDRAW_STREAM, Unstick
+
+pytestmark = pytest.mark.docker
+
+NO_OP = "sed -i 's/LIMIT = 1/LIMIT = 1/' limits.py"
+FIX = "sed -i 's/LIMIT = 1/LIMIT = 2/' limits.py"
+
+
+def _task(steps: int) -> Task:
+    files = {"limits.py": "LIMIT = 1\n", "test_limits.py": "from limits import LIMIT\n\ndef test_limit():\n    assert LIMIT == 2\n"}
+    return Task(id="limit", instruction="Make the test pass.", repo=InlineRepo(files), test="python3 -m pytest -q",
+                limits=Limits(steps=steps, wall_time=300))
+
+
+class Stubborn:
+    """Proposes the same edit whenever it is asked plainly; a sampled draw proposes `drawn`."""
+
+    name = "stubborn"
+
+    def __init__(self, drawn: str = FIX):
+        self.drawn = drawn
+        self.sampling: Sampling | None = None
+        self.streams: list[int] = []
+
+    @contextmanager
+    def sampled(self, sampling: Sampling) -> Iterator[None]:
+        before, self.sampling = self.sampling, sampling
+        try:
+            yield
+        finally:
+            self.sampling = before
+
+    def query(self, messages: list[dict]) -> ModelReply:
+        if self.sampling is None:
+            return ModelReply(prompts.assistant_reply("Same again.", NO_OP), usage={"completion_tokens": 5})
+        self.streams.append(self.sampling.stream)
+        return ModelReply(prompts.assistant_reply("Something else.", self.drawn), usage={"completion_tokens": 7})
+
+
+def test_a_command_repeated_from_the_same_state_is_redrawn_and_the_redraw_solves_it(tmp_path):
+    model = Stubborn()
+    path = tmp_path / "t.json"
+    result = run_task(_task(steps=4), model, trajectory_path=path, unstick=Unstick(tries=2))
+    assert result.success and result.steps == 4
+    commands = [s.command for s in result.history]
+    # 1: the no-op runs; 2: proposed again from the unchanged files, redrawn into the fix;
+    # 3: the no-op from the fixed files is new there and runs; 4: again from there, redrawn.
+    assert commands == [NO_OP, FIX, NO_OP, FIX]
+    assert [s.replaced for s in result.history] == [None, NO_OP, None, NO_OP]
+    assert model.streams == [REDRAW_STREAM, REDRAW_STREAM]  # the first redraw found a new command each time
+    assert [m["content"] for m in result.messages if m["role"] == "assistant"].count(prompts.assistant_reply("Same again.", NO_OP)) == 2
+    doc = json.loads(path.read_text())
+    assert doc["info"]["redraws"] == 2 and doc["info"]["unstick"] == {"tries": 2, "temperature": 1.0}
+    assert doc["info"]["usage"]["completion_tokens"] == 4 * 5 + 2 * 7  # the redraws' tokens count, not as steps
+
+
+def test_without_unstick_the_same_model_goes_round_until_its_steps_run_out():
+    result = run_task(_task(steps=4), Stubborn())
+    assert not result.success and [s.command for s in result.history] == [NO_OP] * 4
+    assert all(s.replaced is None for s in result.history)
+
+
+def test_when_every_redraw_repeats_the_reply_stands():
+    model = Stubborn(drawn=NO_OP)
+    result = run_task(_task(steps=3), model, unstick=Unstick(tries=3))
+    assert [s.command for s in result.history] == [NO_OP] * 3 and not result.success
+    assert model.streams == [REDRAW_STREAM, REDRAW_STREAM + 1, REDRAW_STREAM + 2] * 2
+
+
+def test_a_model_that_cannot_sample_is_never_redrawn():
+    replies = [prompts.assistant_reply("Same again.", NO_OP)] * 3
+    result = run_task(_task(steps=3), ReplayModel(replies), unstick=Unstick())
+    assert [s.command for s in result.history] == [NO_OP] * 3 and not result.success
+
+
+def test_unstick_refuses_settings_that_cannot_redraw():
+    with pytest.raises(ValueError, match="at least one redraw"):
+        Unstick(tries=0)
+    with pytest.raises(ValueError, match="above 0"):
+        Unstick(temperature=0)
