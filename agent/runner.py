@@ -90,6 +90,8 @@ def run_task(
     adapted = model if (adapter_dir is not None and isinstance(model, AdapterModel)) else None
     if adapter_dir is not None and adapted is None:
         raise AdapterUnsupported(f"model {model.name} cannot take LoRA adapters; use an hf:<path> model for {adapter_dir}")
+    if not isinstance(model, SamplingModel):
+        unstick = None  # a model that cannot sample has nothing to redraw with
     drawing: AbstractContextManager[None] = nullcontext()
     if sampling is not None:
         if not isinstance(model, SamplingModel):
@@ -182,7 +184,7 @@ def _run_in(
         test={"command": task.test, "returncode": returncode, "output": test_output, "passed": success},
         reward=result.reward,
         success=success,
-        **({"redraws": loop.redraws} if loop.unstick is not None else {}),
+        **({"redraws": loop.redraws} if unstick is not None else {}),
     )
     writer.write(messages)
     return result

@@ -81,10 +81,12 @@ def test_when_every_redraw_repeats_the_reply_stands():
     assert model.streams == [REDRAW_STREAM, REDRAW_STREAM + 1, REDRAW_STREAM + 2] * 2
 
 
-def test_a_model_that_cannot_sample_is_never_redrawn():
+def test_a_model_that_cannot_sample_is_never_redrawn(tmp_path):
     replies = [prompts.assistant_reply("Same again.", NO_OP)] * 3
-    result = run_task(_task(steps=3), ReplayModel(replies), unstick=Unstick())
+    result = run_task(_task(steps=3), ReplayModel(replies), unstick=Unstick(), trajectory_path=tmp_path / "t.json")
     assert [s.command for s in result.history] == [NO_OP] * 3 and not result.success
+    info = json.loads((tmp_path / "t.json").read_text())["info"]
+    assert "unstick" not in info and "redraws" not in info  # the trajectory does not claim what did not happen
 
 
 def test_unstick_refuses_settings_that_cannot_redraw():

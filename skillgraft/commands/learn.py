@@ -11,8 +11,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from skillgraft.commands.common import (HomeOption, JsonOption, RayOption, RetriesOption, SandboxOption, StoreOption, console,
-                                       job_exits, settings_from)
+from skillgraft.commands.common import (HomeOption, JsonOption, RayOption, RetriesOption, SandboxOption, StoreOption, UnstickOption,
+                                       console, job_exits, settings_from)
 from skillgraft.sandbox.base import SandboxKind
 from skillgraft.settings import DEFAULT_MODEL
 
@@ -61,6 +61,7 @@ def learn(
     practice: int = typer.Option(0, "--practice", min=0, help="Learning on: run a task the session failed up to N more times, sampled at --practice-temperature, each from other draws, until one run succeeds, and learn from that success. The session's score stays that of its own runs."),
     practice_temperature: float = typer.Option(1.0, "--practice-temperature", min=0.0, help="The temperature practice runs sample at (above 0)."),
     keep_confirmed: bool = typer.Option(True, "--keep-confirmed/--rewrite-confirmed", help="A success whose run followed its skill's latest version, while that version has solved at least half the session runs given it, keeps the version as it is (the default); --rewrite-confirmed summarises every success anew."),
+    unstick: bool = UnstickOption,
     hypernet: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint that compiles skills into adapters (default: the bundled policy's, if made)."),
     skill_mode: SkillMode = typer.Option(SkillMode.auto, "--skill-mode", help="How skills reach the model; auto: parametric when a hypernetwork and an adapter model are there, else context."),
     summariser: str = typer.Option("offline", "--summariser", help=f"Who writes skills from successes: {HELP_ROLE}"),
@@ -99,7 +100,8 @@ def learn(
                            cycleqd_every, not no_learning, baseline, model or DEFAULT_MODEL, hypernet, skill_mode.value,
                            summariser, generator, refine_below, validation, gate, sandbox, image, seed,
                            ray=ray, workers=workers, retries=retries, temperature=temperature, practice=practice,
-                           practice_temperature=practice_temperature, keep_confirmed=keep_confirmed)
+                           practice_temperature=practice_temperature, keep_confirmed=keep_confirmed,
+                           unstick=unstick)
     with job_exits():
         plan, held_out = plan_sessions(options)
         join_cluster(settings, ClusterOptions(options.ray))  # before the model is built here

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from skillgraft.agent.skill_mode import SkillMode
-from skillgraft.commands.common import HomeOption, JsonOption, SandboxOption, StoreOption, console, job_exits, settings_from
+from skillgraft.commands.common import HomeOption, JsonOption, SandboxOption, StoreOption, UnstickOption, console, job_exits, settings_from
 from skillgraft.sandbox.base import SandboxKind
 from skillgraft.settings import DEFAULT_MODEL
 
@@ -52,6 +52,7 @@ def run(
     hypernet_ckpt: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint for --skill-mode parametric|both (default: the model's own)."),
     adapter: Optional[Path] = typer.Option(None, "--adapter", help="PEFT LoRA adapter folder to activate (hf: models only), joined with any compiled skills."),
     image: Optional[str] = typer.Option(None, "--image", help="Sandbox image tag (Docker only)."),
+    unstick: bool = UnstickOption,
     home: Optional[str] = HomeOption,
     store: Optional[str] = StoreOption,
     json_out: bool = JsonOption,
@@ -67,7 +68,7 @@ def run(
 
     settings = settings_from(home, store)
     options = RunOptions(task_file, model or DEFAULT_MODEL, sandbox, output, skill, skills_sel, skill_mode,
-                         hypernet_ckpt, adapter, image, progress=not json_out)
+                         hypernet_ckpt, adapter, image, progress=not json_out, unstick=unstick)
     with job_exits():
         prepared = prepare_run(settings, options)
         view = _LiveSteps(prepared.task.id, prepared.model.name, sandbox.value)
@@ -132,6 +133,8 @@ class _LiveSteps:
                 table.add_row(str(step.number), Text("(no command: format error)", "yellow"), "", "")
                 continue
             command = (step.command or "").splitlines()[0] if step.command else ""
+            if step.replaced is not None:  # shown as redrawn: the model had proposed a repeat
+                command = Text.assemble((command, ""), ("  (redrawn)", "yellow"))
             if step.result is None:
                 table.add_row(str(step.number), Text(command, "bold green"), "", Text("submitted", "green"))
                 continue

@@ -90,6 +90,7 @@ class LearnOptions:
     practice: int = 0  # learning on: more runs of a failed task, sampled, until one succeeds
     practice_temperature: float = 1.0
     keep_confirmed: bool = True  # a success that followed a skill version that holds up keeps it
+    unstick: bool = False  # redraw a reply that would repeat a command from the same repository state
 
 
 def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:
@@ -162,6 +163,7 @@ def _local_episodes(settings: Settings, options: LearnOptions) -> EpisodeRunner:
 def _sessions(settings: Settings, options: LearnOptions, roles: AgentRoles, plan: Sequence[Sequence[Task]],
               held_out: Sequence[Task], episodes: EpisodeRunner | None, on_session: Callable[[str, int], None],
               on_outcome: Callable[[], None]) -> dict[str, list[SessionReport]]:
+    from skillgraft.agent.unstick import Unstick
     from skillgraft.evolve.learn import EmaConfig, LearnConfig, Learner, Refiner
     from skillgraft.evolve.learn.periodic import cycleqd_every
     from skillgraft.evolve.learn.refine import AgentVerifier
@@ -173,7 +175,7 @@ def _sessions(settings: Settings, options: LearnOptions, roles: AgentRoles, plan
                            image=options.image, gate=options.gate, refine_below=options.refine_below,
                            cycleqd_every=options.cycleqd_every, practice=options.practice,
                            practice_temperature=options.practice_temperature,
-                           keep_confirmed=options.keep_confirmed)
+                           keep_confirmed=options.keep_confirmed, unstick=Unstick() if options.unstick else None)
 
     runs = [(label, config_for(label == "on")) for label in run_labels(options)]
     store = Store(settings.store_url, settings.artifacts)

@@ -18,6 +18,7 @@ from skillgraft.agent.loop import Step
 from skillgraft.agent.models.base import Model, ModelError
 from skillgraft.agent.runner import AdapterUnsupported, RunResult, run_task
 from skillgraft.agent.task import Task, TaskError, load_task
+from skillgraft.agent.unstick import Unstick
 from skillgraft.jobs.errors import BAD_INPUT, NO_SANDBOX, JobError
 from skillgraft.jobs.recording import existing_store, record_in_store
 from skillgraft.jobs.run_skills import SkillSelectionError, prepare
@@ -40,6 +41,7 @@ class RunOptions:
     adapter: Path | None = None
     image: str | None = None
     progress: bool = True  # show progress while the default model is assembled
+    unstick: bool = False  # redraw a reply that would repeat a command from the same repository state
 
 
 @dataclass
@@ -80,6 +82,7 @@ def execute_run(prepared: PreparedRun, on_step: Callable[[Step], None] | None = 
         result = run_task(
             prepared.task, prepared.model, sandbox=options.sandbox.value, loadout=loadout,
             trajectory_path=prepared.trajectory, image=options.image, on_step=on_step,
+            unstick=Unstick() if options.unstick else None,
             info={"skill_versions": loadout.refs, "skill_mode": options.skill_mode.value if loadout.skills else None},
         )
     except (AdapterUnsupported, ModelError) as exc:  # an adapter that does not fit the model
