@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 import pytest
 
@@ -94,3 +95,22 @@ def test_unstick_refuses_settings_that_cannot_redraw():
         Unstick(tries=0)
     with pytest.raises(ValueError, match="above 0"):
         Unstick(temperature=0)
+
+
+def test_the_learner_gives_its_runs_unstick_and_learns_from_the_run_it_rescued(tmp_path):
+    from skillgraft.evolve.learn.loop import LearnConfig, Learner
+    from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
+    from skillgraft.skills.store import Store
+
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
+    task = replace(_task(steps=3), family="limits")
+    stuck = Learner(store, Stubborn(), None, OfflineSummariser(), LearnConfig(skill_mode="context"), tmp_path / "off")
+    assert not stuck.run_session([task]).outcomes[0].success
+    config = LearnConfig(skill_mode="context", unstick=Unstick(tries=1))
+    outcome = Learner(store, Stubborn(), None, OfflineSummariser(), config, tmp_path / "on").run_session([task]).outcomes[0]
+    assert outcome.success and outcome.learned is not None
+    body = store.latest_version(outcome.learned.split("@")[0]).body
+    assert "sed -i 's/LIMIT = 1/LIMIT = 2/' FILE" in body and "LIMIT = 1/LIMIT = 1" not in body  # the redraw, not the repeat
+    run = next(t for t in store.trajectories() if t.reward > 0)
+    info = json.loads(store.trajectory_path(run.id).read_text())["info"]
+    assert info["unstick"] == {"tries": 1, "temperature": 1.0} and info["redraws"] == 1
