@@ -148,3 +148,22 @@ def test_runs_table_stays_readable_at_80_columns():
     rendered = wide.export_text().splitlines()
     assert column(2, rendered) == "hf:/root/.skillgraft/models/skillworld" + "openai/gpt-4o-mini"
     assert column(6, rendered) == "$0.0000$0.0100" and column(7, rendered) == "2026-12-01T18:45:12-"
+
+
+@pytest.mark.docker
+def test_run_with_unstick_hands_it_to_a_model_that_samples_and_the_trajectory_records_it(tmp_path):
+    import yaml
+
+    from skillgraft.agent.prompts import instance_prompt, system_prompt
+    from tiny_llama import build_tiny_llama
+
+    folder = build_tiny_llama(tmp_path / "tiny", [system_prompt(), instance_prompt("Fix it.")] * 5, vocab_size=300)
+    task = tmp_path / "task.yaml"
+    task.write_text(yaml.safe_dump({"id": "two", "repo": {"files": {"a.py": "X = 1\n"}}, "instruction": "Fix it.",
+                                    "test": "true", "limits": {"steps": 2}}))
+    for flag, expected in (("--unstick", {"tries": 3, "temperature": 1.0}), ("--no-unstick", None)):
+        out = tmp_path / f"{flag}.json"
+        res = cli("run", task, "--model", f"hf:{folder}", "--home", tmp_path / "home", "--output", out, flag, "--json")
+        assert res.exit_code == 0, res.output
+        info = json.loads(out.read_text())["info"]
+        assert info.get("unstick") == expected and ("redraws" in info) == (expected is not None)
