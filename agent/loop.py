@@ -4,7 +4,8 @@ Control flow is by exceptions: a step either returns normally or raises FormatPr
 reply had no usable command: tell the model and go on) or AgentExit (submitted, a limit was
 reached, the model or sandbox failed: stop). Limits are checked before every model call, so
 no call is paid for that the run cannot use. Given `Unstick`, a reply that would run a command
-again from the repository state it already ran in is drawn again (agent.unstick).
+again from the files it already ran on sends the run back to before its last change and draws
+the reply there anew (agent.unstick).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import cast
 from skillgraft.agent import prompts
 from skillgraft.agent.models.base import Model, ModelError, ModelReply, Sampling, SamplingModel
 from skillgraft.agent.task import Limits
-from skillgraft.agent.unstick import REDRAW_STREAM, Tried, Unstick
+from skillgraft.agent.unstick import REDRAW_STREAM, Mark, Trail, Unstick
 from skillgraft.sandbox.base import ExecResult, Sandbox, SandboxError
 
 SUBMITTED = "Submitted"
@@ -38,7 +39,8 @@ class Step:
     command: str | None = None
     result: ExecResult | None = None
     format_error: bool = False
-    replaced: str | None = None  # a command that would have repeated itself, replaced by a redraw
+    replaced: str | None = None  # a command that would have repeated itself (agent.unstick)
+    back_to: int | None = None  # the step the run went back to instead, its files put back as they were
     cost: float = 0.0  # total so far
     elapsed: float = 0.0
 
@@ -79,8 +81,9 @@ class AgentLoop:
         self.on_step = on_step
         # Redraws need a model that can sample; one that cannot (a replay) is never redrawn.
         self.unstick = unstick if isinstance(model, SamplingModel) else None
-        self._tried = Tried()
+        self._trail = Trail()
         self.redraws = 0  # model calls made to redraw a repeated command
+        self.rewinds: list[dict] = []  # each time the run went back: at which step, to which, the commands dropped
         self.messages: list[dict] = []
         self.steps = 0
         self.history: list[Step] = []  # every step as it happened, the submit and malformed replies included
@@ -132,7 +135,7 @@ class AgentLoop:
     def step(self) -> Step:
         self.check_limits()
         try:
-            reply = self._ask()
+            reply = self._ask(self.messages)
         except ModelError as exc:
             raise AgentExit(MODEL_ERROR, str(exc)) from exc
         self.steps += 1
@@ -142,19 +145,21 @@ class AgentLoop:
             self.messages.append({"role": "assistant", "content": reply.content})
             self.messages.append({"role": "user", "content": str(exc)})
             raise FormatProblem() from exc
-        replaced = None
+        replaced, back_to = None, None
         if self.unstick is not None and not prompts.is_submit(command):
-            state = self._state()
+            state = self._snapshot()
             if state is not None:
-                if self._tried.before(state, command):
-                    reply, command, replaced = self._redraw(self.unstick, state, reply, command)
-                self._tried.add(state, command)
+                if self._trail.before(state, command):
+                    proposed = command
+                    reply, command, state, back_to = self._go_back(self.unstick, state, reply, command)
+                    replaced = proposed if back_to is not None else None
+                self._trail.add(Mark(state, len(self.messages), self.steps, command))
         if reply.tool_command is not None:
             self.messages.append(_tool_call_message(reply.content, command, reply.tool_call_id))
         else:
             self.messages.append({"role": "assistant", "content": reply.content})
         if prompts.is_submit(command):
-            self._emit(Step(self.steps, reply.content, command, replaced=replaced))
+            self._emit(Step(self.steps, reply.content, command, replaced=replaced, back_to=back_to))
             raise AgentExit(SUBMITTED)
         result = self._execute(command)
         text = prompts.observation(result.output, result.returncode, result.timed_out, result.elided)
@@ -162,13 +167,13 @@ class AgentLoop:
             self.messages.append({"role": "tool", "tool_call_id": reply.tool_call_id, "content": text})
         else:
             self.messages.append({"role": "user", "content": text})
-        return Step(self.steps, reply.content, command, result, replaced=replaced)
+        return Step(self.steps, reply.content, command, result, replaced=replaced, back_to=back_to)
 
-    def _ask(self) -> ModelReply:
-        """One model call on the conversation so far, its time, cost and tokens counted."""
+    def _ask(self, messages: list[dict]) -> ModelReply:
+        """One model call, its time, cost and tokens counted."""
         asked = time.monotonic()
         try:
-            reply = self.model.query(self.messages)
+            reply = self.model.query(messages)
         finally:
             self.model_s += time.monotonic() - asked
         self.cost += reply.cost
@@ -177,30 +182,44 @@ class AgentLoop:
                 self.usage[key] = self.usage.get(key, 0) + value
         return reply
 
-    def _state(self) -> str | None:
-        """The repository's state (a digest of its diff), or None when it cannot be read."""
+    def _snapshot(self) -> str | None:
+        """The state of the repository's files, or None when it cannot be read."""
         try:
-            return Tried.state_of(self.sandbox.diff())
+            return self.sandbox.snapshot()
         except SandboxError:
             return None
 
-    def _redraw(self, unstick: Unstick, state: str, reply: ModelReply, command: str) -> tuple[ModelReply, str, str | None]:
-        """A sampled reply proposing a command not yet run from `state`, or the one given when
-        no draw finds one. The third item is the command replaced, None when none was."""
+    def _go_back(self, unstick: Unstick, state: str, reply: ModelReply,
+                 command: str) -> tuple[ModelReply, str, str, int | None]:
+        """`command` was already run from `state`: goes back along the branch (agent.unstick) and
+        draws a reply there that proposes something new. Returns the reply, its command, the state
+        it runs from and the step gone back to; the ones given and None when no draw finds one."""
         model, lim = cast(SamplingModel, self.model), self.limits
+        index = self._trail.back_to(state, command)
+        mark = self._trail.marks[index]
+        prompt = self.messages[:mark.at]
         for n in range(unstick.tries):
             if self.elapsed >= lim.wall_time or (lim.cost > 0 and self.cost >= lim.cost):
                 break
             self.redraws += 1
             try:
                 with model.sampled(Sampling(unstick.temperature, stream=REDRAW_STREAM + n)):
-                    drawn = self._ask()
+                    drawn = self._ask(prompt)
                 fresh = _command_of(drawn)
             except (ModelError, prompts.FormatError):
                 continue
-            if not self._tried.before(state, fresh):
-                return drawn, fresh, command
-        return reply, command, None
+            if prompts.is_submit(fresh) or self._trail.before(mark.state, fresh):
+                continue
+            if mark.state != state:
+                try:
+                    self.sandbox.rewind(mark.state)
+                except SandboxError:
+                    break  # the files cannot be put back: go on from where the run is
+            dropped = self._trail.cut(index)
+            self.rewinds.append({"step": self.steps, "back_to": mark.step, "dropped": [m.command for m in dropped]})
+            self.messages = prompt
+            return drawn, fresh, mark.state, mark.step
+        return reply, command, state, None
 
     def _execute(self, command: str) -> ExecResult:
         # A command may not outlive the run's wall time: it is cut at whichever ends first.

@@ -1,29 +1,34 @@
-"""Breaking loops: a command the agent already ran from the very same repository state.
+"""Breaking loops: going back when the agent proposes a command it already ran from the same files.
 
 A small model told that the tests still fail often proposes the edit it has just made, the
-tests fail again, and it proposes that edit once more until its steps run out. Run twice from
-the same files, a command does what it did the first time, so the repetition can only end in
-the same place. With `Unstick` given, the loop notes the state of the repository (its diff
-against the start) before every command; when the model proposes a command it already ran
-from that very state, its reply is drawn again, sampled, up to `tries` times, and the first
-draw proposing something not yet tried from there replaces it. When every draw repeats, the
-original reply stands. The redraws are extra model calls (their cost and tokens count) but
-not extra steps.
+tests fail again, and it proposes that edit once more until its steps run out. Its own earlier
+attempt, there in its context, is what it copies: drawing the reply again at that point, even
+sampled, mostly gives the same command. So with `Unstick` given, the loop names the state of
+the repository's files (sandbox.snapshot) before every command, and when the model proposes a
+command it already ran from that very state, the run goes back to before the last command that
+changed the files (or, where none did, to before the first run of the repeated command): the
+conversation is cut there, and the reply at that point is drawn again, sampled, up to `tries`
+times. The first draw that proposes a command not yet run from there (and not `submit`) is
+taken: the files are put back as they were then (sandbox.rewind) and the run goes on from it.
+When every draw repeats, nothing is undone and the original reply stands.
+
+The redraws are extra model calls (their cost and tokens count) but not extra steps; the steps
+of an abandoned branch stay in the run's history and are listed in its trajectory's info, while
+the conversation (what the summariser reads) holds only the branch that was kept.
 
 Draws come from the model's streams REDRAW_STREAM, REDRAW_STREAM + 1, …: a local model seeds
 them by the conversation, so a run replays exactly; a model that cannot sample is never redrawn.
 """
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 REDRAW_STREAM = 1_000  # streams below are left to the callers' sampled runs (practice uses 1, 2, …)
 
 
 @dataclass(frozen=True)
 class Unstick:
-    tries: int = 3  # redraws of one reply at most
+    tries: int = 3  # draws at the point gone back to, at most
     temperature: float = 1.0
 
     def __post_init__(self) -> None:
@@ -33,18 +38,40 @@ class Unstick:
             raise ValueError(f"redraws are sampled: the temperature must be above 0, not {self.temperature}")
 
 
-class Tried:
-    """The commands run so far, by the repository state each was run from."""
+@dataclass(frozen=True)
+class Mark:
+    """A command of the branch being followed: the files it ran on, where the conversation stood."""
 
-    def __init__(self) -> None:
-        self._seen: dict[str, set[str]] = {}
+    state: str  # sandbox.snapshot() before the command ran
+    at: int  # messages before the reply that proposed it
+    step: int
+    command: str
 
-    @staticmethod
-    def state_of(diff: str) -> str:
-        return hashlib.blake2b(diff.encode(), digest_size=16).hexdigest()
+
+@dataclass
+class Trail:
+    """Every command run so far by the state it ran from, and the marks of the current branch."""
+
+    tried: dict[str, set[str]] = field(default_factory=dict)
+    marks: list[Mark] = field(default_factory=list)
 
     def before(self, state: str, command: str) -> bool:
-        return command.strip() in self._seen.get(state, ())
+        return command.strip() in self.tried.get(state, ())
 
-    def add(self, state: str, command: str) -> None:
-        self._seen.setdefault(state, set()).add(command.strip())
+    def add(self, mark: Mark) -> None:
+        self.tried.setdefault(mark.state, set()).add(mark.command.strip())
+        self.marks.append(mark)
+
+    def back_to(self, state: str, command: str) -> int:
+        """Which mark to go back to, now that `command` is proposed again from `state`: the last
+        command that changed the files, else the first run of `command` from `state`."""
+        after = [m.state for m in self.marks[1:]] + [state]
+        changed = [i for i, m in enumerate(self.marks) if after[i] != m.state]
+        if changed:
+            return changed[-1]
+        return next(i for i, m in enumerate(self.marks) if m.state == state and m.command.strip() == command.strip())
+
+    def cut(self, index: int) -> list[Mark]:
+        """Drops the marks from `index` on (the abandoned branch) and returns them."""
+        dropped, self.marks = self.marks[index:], self.marks[:index]
+        return dropped

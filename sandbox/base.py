@@ -73,8 +73,9 @@ class Sandbox(Protocol):
 
     execute() runs one bash command in WORKDIR as a non-root user; diff() is the git diff of
     the repository against its state when the sandbox opened; restore(globs) puts the files
-    matching the globs back as they were then and names those that had changed; close()
-    removes everything and is safe to call twice.
+    matching the globs back as they were then and names those that had changed; snapshot()
+    names the repository's files as they are now (equal names, equal files) and rewind(name)
+    puts them back as they were then; close() removes everything and is safe to call twice.
     """
 
     def execute(self, command: str, timeout: float | None = None) -> ExecResult: ...
@@ -82,6 +83,10 @@ class Sandbox(Protocol):
     def diff(self) -> str: ...
 
     def restore(self, globs: Sequence[str]) -> list[str]: ...
+
+    def snapshot(self) -> str: ...
+
+    def rewind(self, state: str) -> None: ...
 
     def close(self) -> None: ...
 

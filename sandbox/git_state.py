@@ -63,6 +63,32 @@ printf '%s\n' "$changed" | while IFS= read -r path; do
 done
 """
 
+# Prints the id of a tree holding the worktree as it is (ignored files left out): equal ids, equal
+# files. The tree is written to the object store, so the files can be put back later (GIT_REWIND).
+GIT_SNAPSHOT = r"""
+export GIT_INDEX_FILE="$(mktemp)"
+rm -f "$GIT_INDEX_FILE"
+git add -A && git write-tree
+status=$?
+rm -f "$GIT_INDEX_FILE"
+exit $status
+"""
+
+# Makes the worktree hold exactly the files of tree $1 (from GIT_SNAPSHOT): files added since are
+# removed (and the folders they leave empty), changed and deleted ones written back. Ignored
+# files, the agent's index and HEAD stay.
+GIT_REWIND = r"""
+set -e
+export GIT_INDEX_FILE="$(mktemp)"
+rm -f "$GIT_INDEX_FILE"
+git add -A
+git diff --cached --name-only --no-renames --diff-filter=A -z "$1" | xargs -0 -r sh -c '
+  for p; do rm -f -- "$p"; d=$(dirname -- "$p"); [ "$d" = . ] || rmdir -p -- "$d" 2>/dev/null || true; done' _
+git read-tree "$1"
+git checkout-index -a -f
+rm -f "$GIT_INDEX_FILE"
+"""
+
 # The diff is the task's result, not an observation: it is kept whole up to this many characters.
 DIFF_LIMIT = 20_000_000
 
@@ -86,3 +112,21 @@ def read_diff(run, timeout: float) -> str:
     if result.elided:
         raise SandboxError(f"the diff is longer than {DIFF_LIMIT} characters; it is not a patch anyone can review")
     return result.output
+
+
+def snapshot_tree(run, timeout: float) -> str:
+    """The id of a tree holding the worktree's files as they are now (GIT_SNAPSHOT)."""
+    result = run(GIT_SNAPSHOT, timeout, 4096)
+    tree = result.output.strip()
+    if result.returncode != 0 or len(tree) not in (40, 64):
+        raise SandboxError(f"could not snapshot the repository: {result.output.strip()[:2000]}")
+    return tree
+
+
+def rewind_tree(run, timeout: float, tree: str) -> None:
+    """Puts the worktree's files back as they were in `tree` (an id snapshot_tree returned)."""
+    if not tree or any(c not in "0123456789abcdef" for c in tree):
+        raise SandboxError(f"not a tree id: {tree!r}")
+    result = run(f"set -- {tree}\n{GIT_REWIND}", timeout, DIFF_LIMIT)
+    if result.returncode != 0:
+        raise SandboxError(f"could not put the repository back to {tree[:12]}: {result.output.strip()[:2000]}")

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 
 from skillgraft.sandbox.base import LABEL, ExecResult, SandboxLimits
-from skillgraft.sandbox.git_state import read_diff, restore_files
+from skillgraft.sandbox.git_state import read_diff, restore_files, rewind_tree, snapshot_tree
 
 OWNER_PID = "skillgraft.owner.pid"
 OWNER_HOST = "skillgraft.owner.host"
@@ -102,6 +102,12 @@ class TrackedSandbox:
 
     def restore(self, globs: Sequence[str]) -> list[str]:
         return restore_files(self._run, max(60.0, self.limits.command_timeout), globs)
+
+    def snapshot(self) -> str:
+        return snapshot_tree(self._run, max(60.0, self.limits.command_timeout))
+
+    def rewind(self, state: str) -> None:
+        rewind_tree(self._run, max(60.0, self.limits.command_timeout), state)
 
     def close(self) -> None:
         if self._closed:

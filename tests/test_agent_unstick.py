@@ -1,4 +1,4 @@
-"""Redrawing a reply that would repeat a command from the same repository state, in a real sandbox."""
+"""Going back when the agent would repeat a command from the same files, in a real sandbox."""
 from __future__ import annotations
 
 import json
@@ -19,6 +19,7 @@ pytestmark = pytest.mark.docker
 
 NO_OP = "sed -i 's/LIMIT = 1/LIMIT = 1/' limits.py"
 FIX = "sed -i 's/LIMIT = 1/LIMIT = 2/' limits.py"
+WRONG = "sed -i 's/LIMIT = 1/LIMIT = 3/' limits.py"
 
 
 def _task(steps: int) -> Task:
@@ -28,12 +29,12 @@ def _task(steps: int) -> Task:
 
 
 class Stubborn:
-    """Proposes the same edit whenever it is asked plainly; a sampled draw proposes `drawn`."""
+    """Proposes `greedy` whenever it is asked plainly; a sampled draw proposes `drawn`."""
 
     name = "stubborn"
 
-    def __init__(self, drawn: str = FIX):
-        self.drawn = drawn
+    def __init__(self, drawn: str = FIX, greedy: str = NO_OP):
+        self.drawn, self.greedy = drawn, greedy
         self.sampling: Sampling | None = None
         self.streams: list[int] = []
 
@@ -47,26 +48,38 @@ class Stubborn:
 
     def query(self, messages: list[dict]) -> ModelReply:
         if self.sampling is None:
-            return ModelReply(prompts.assistant_reply("Same again.", NO_OP), usage={"completion_tokens": 5})
+            return ModelReply(prompts.assistant_reply("Same again.", self.greedy), usage={"completion_tokens": 5})
         self.streams.append(self.sampling.stream)
         return ModelReply(prompts.assistant_reply("Something else.", self.drawn), usage={"completion_tokens": 7})
 
 
-def test_a_command_repeated_from_the_same_state_is_redrawn_and_the_redraw_solves_it(tmp_path):
+def test_a_command_repeated_from_the_same_files_sends_the_run_back_and_a_redraw_there_solves_it(tmp_path):
     model = Stubborn()
     path = tmp_path / "t.json"
     result = run_task(_task(steps=4), model, trajectory_path=path, unstick=Unstick(tries=2))
     assert result.success and result.steps == 4
-    commands = [s.command for s in result.history]
-    # 1: the no-op runs; 2: proposed again from the unchanged files, redrawn into the fix;
-    # 3: the no-op from the fixed files is new there and runs; 4: again from there, redrawn.
-    assert commands == [NO_OP, FIX, NO_OP, FIX]
-    assert [s.replaced for s in result.history] == [None, NO_OP, None, NO_OP]
-    assert model.streams == [REDRAW_STREAM, REDRAW_STREAM]  # the first redraw found a new command each time
-    assert [m["content"] for m in result.messages if m["role"] == "assistant"].count(prompts.assistant_reply("Same again.", NO_OP)) == 2
-    doc = json.loads(path.read_text())
-    assert doc["info"]["redraws"] == 2 and doc["info"]["unstick"] == {"tries": 2, "temperature": 1.0}
-    assert doc["info"]["usage"]["completion_tokens"] == 4 * 5 + 2 * 7  # the redraws' tokens count, not as steps
+    # 1: the no-op runs; 2: proposed again from the same files: back to step 1, where a draw gives
+    # the fix; 3: the no-op, new on the fixed files, runs; 4: again: back to step 2 (the last change),
+    # where both draws give the fix, already tried there: nothing is undone, the reply stands.
+    assert [s.command for s in result.history] == [NO_OP, FIX, NO_OP, NO_OP]
+    assert [(s.replaced, s.back_to) for s in result.history] == [(None, None), (NO_OP, 1), (None, None), (None, None)]
+    assert model.streams == [REDRAW_STREAM, REDRAW_STREAM, REDRAW_STREAM + 1]
+    kept = [m["content"] for m in result.messages if m["role"] == "assistant"]
+    assert kept == [prompts.assistant_reply("Something else.", FIX)] + [prompts.assistant_reply("Same again.", NO_OP)] * 2
+    info = json.loads(path.read_text())["info"]
+    assert info["redraws"] == 3 and info["unstick"] == {"tries": 2, "temperature": 1.0}
+    assert info["rewinds"] == [{"step": 2, "back_to": 1, "dropped": [NO_OP]}]
+    assert info["usage"]["completion_tokens"] == 4 * 5 + 3 * 7  # the redraws' tokens count, not as steps
+
+
+def test_going_back_puts_the_files_back_before_the_edit_that_led_nowhere():
+    model = Stubborn(greedy=WRONG)
+    result = run_task(_task(steps=4), model, unstick=Unstick(tries=1))
+    # 1: LIMIT becomes 3; 2: the same sed, new on those files, changes nothing; 3: proposed again:
+    # back to step 1, the file back to LIMIT = 1, and the draw there (the fix) runs on it.
+    assert [s.command for s in result.history] == [WRONG, WRONG, FIX, WRONG]
+    assert [s.back_to for s in result.history] == [None, None, 1, None]
+    assert result.success and "+LIMIT = 2" in result.patch  # the fix found LIMIT = 1 again: the files were put back
 
 
 def test_without_unstick_the_same_model_goes_round_until_its_steps_run_out():

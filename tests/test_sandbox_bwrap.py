@@ -14,7 +14,7 @@ import pytest
 from skillgraft.sandbox.base import SandboxError, SandboxLimits, open_sandbox
 from skillgraft.sandbox.bwrap_backend import BwrapSandbox
 from skillgraft.sandbox.doctor import check_bwrap
-from sandbox_support import NETWORK_PROBE, calc_repo
+from sandbox_support import NETWORK_PROBE, calc_repo, check_snapshot_and_rewind
 
 usable = check_bwrap()
 pytestmark = pytest.mark.skipif(not usable.ok, reason=f"bubblewrap cannot run here: {usable.detail}")
@@ -206,3 +206,8 @@ def test_a_mount_point_under_a_link_into_the_bounded_folder_is_named_by_its_real
     assert _behind_links("/home/agent/.pyenv") == "/sandbox/home/.pyenv"
     assert _behind_links("/root/.pyenv/versions/3.11") == "/root/.pyenv/versions/3.11"
     assert _behind_links("/tmpfoo/x") == "/tmpfoo/x"
+
+
+def test_snapshot_names_the_files_and_rewind_puts_them_back(repo):
+    with BwrapSandbox(repo, LIMITS) as sandbox:
+        check_snapshot_and_rewind(sandbox)

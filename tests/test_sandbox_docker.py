@@ -19,7 +19,7 @@ from skillgraft.sandbox.docker_backend import DockerSandbox
 from skillgraft.sandbox.lifecycle import OWNER_HOST, OWNER_PID
 from skillgraft.sandbox.image_names import IMAGE_TAG
 from skillgraft.sandbox.reap import reap
-from sandbox_support import NETWORK_PROBE, calc_repo
+from sandbox_support import NETWORK_PROBE, calc_repo, check_snapshot_and_rewind
 
 pytestmark = pytest.mark.docker
 
@@ -323,3 +323,8 @@ def test_a_sandbox_cannot_write_past_its_disk_limit(repo):
     assert any(said in in_tmp.output for said in full) and in_tmp.returncode != 0
     assert any(said in in_repo.output for said in full)
     assert free_before - free_during < (64 + 32) * 2**20  # the limit, and room for the test's own noise
+
+
+def test_snapshot_names_the_files_and_rewind_puts_them_back(repo):
+    with open_sandbox("docker", repo, FAST) as sandbox:
+        check_snapshot_and_rewind(sandbox)
