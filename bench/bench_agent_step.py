@@ -6,7 +6,7 @@ Baseline: sandbox.execute("true") called directly. Measured: the same command as
 step (replayed model reply, action parsing, observation formatting, on_step callback and the
 atomic trajectory rewrite with redaction that every step does). Same container, rounds
 interleaved; the figure is the ratio of median per-step times, and the extra milliseconds.
-A third row: the same steps with unstick on, where the loop reads the repository's diff before
+A third row: the same steps with unstick on, where the loop snapshots the repository's files before
 every command (the commands differ, so nothing is redrawn: this is its cost on a step that
 does not repeat). A second figure: a whole bundled task (materialize, open, 5 steps, test,
 diff, close) end to end.
@@ -88,7 +88,7 @@ def main() -> None:
         print(f"  ratio loop/bare               {ml / mb:7.3f}   (extra {1000 * (ml - mb):.2f} ms per step)")
         mu = statistics.median(unstuck)
         print(f"  step with unstick median      {mu * 1000:7.2f} ms")
-        print(f"  ratio unstick/loop            {mu / ml:7.3f}   (extra {1000 * (mu - ml):.2f} ms per step: the diff read)")
+        print(f"  ratio unstick/loop            {mu / ml:7.3f}   (extra {1000 * (mu - ml):.2f} ms per step: the snapshot)")
 
         ends = []
         for _ in range(3):

@@ -56,8 +56,9 @@ def parse() -> argparse.Namespace:
                    help="summarise every success, also one that followed the skill's latest version while that "
                         "version solves at least half the session runs given it (kept as it is by default)")
     p.add_argument("--unstick", action="store_true",
-                   help="every run, in every condition: a reply that would run a command again from the repository "
-                        "state it already ran in is drawn again, sampled (agent.unstick)")
+                   help="every run, in every condition: when the model proposes a command it already ran on the same "
+                        "files, the run goes back to before its last change and the reply there is drawn anew, "
+                        "sampled (agent.unstick)")
     p.add_argument("--models", type=Path, default=None, help="models folder (default HOME/models); trained on first use")
     p.add_argument("--policy", type=Path, default=None, help="a trained policy folder instead of the default model")
     p.add_argument("--hypernet", type=Path, default=None, help="a hypernetwork checkpoint instead of the default one")

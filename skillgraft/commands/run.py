@@ -133,8 +133,8 @@ class _LiveSteps:
                 table.add_row(str(step.number), Text("(no command: format error)", "yellow"), "", "")
                 continue
             command = (step.command or "").splitlines()[0] if step.command else ""
-            if step.replaced is not None:  # shown as redrawn: the model had proposed a repeat
-                command = Text.assemble((command, ""), ("  (redrawn)", "yellow"))
+            if step.back_to is not None:  # the model had proposed a repeat; the run went back
+                command = Text.assemble((command, ""), (f"  (back to step {step.back_to})", "yellow"))
             if step.result is None:
                 table.add_row(str(step.number), Text(command, "bold green"), "", Text("submitted", "green"))
                 continue
