@@ -64,12 +64,13 @@ class Trail:
 
     def back_to(self, state: str, command: str) -> int:
         """Which mark to go back to, now that `command` is proposed again from `state`: the last
-        command that changed the files, else the first run of `command` from `state`."""
+        command that changed the files, else the first run of `command` in this branch, else (it
+        ran in a branch since abandoned) the branch's first command. Needs a mark."""
         after = [m.state for m in self.marks[1:]] + [state]
         changed = [i for i, m in enumerate(self.marks) if after[i] != m.state]
         if changed:
             return changed[-1]
-        return next(i for i, m in enumerate(self.marks) if m.state == state and m.command.strip() == command.strip())
+        return next((i for i, m in enumerate(self.marks) if m.command.strip() == command.strip()), 0)
 
     def cut(self, index: int) -> list[Mark]:
         """Drops the marks from `index` on (the abandoned branch) and returns them."""

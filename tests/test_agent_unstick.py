@@ -127,3 +127,17 @@ def test_the_learner_gives_its_runs_unstick_and_learns_from_the_run_it_rescued(t
     run = next(t for t in store.trajectories() if t.reward > 0)
     info = json.loads(store.trajectory_path(run.id).read_text())["info"]
     assert info["unstick"] == {"tries": 1, "temperature": 1.0} and info["redraws"] == 1
+
+
+def test_where_the_trail_goes_back_to():
+    from skillgraft.agent.unstick import Mark, Trail
+
+    trail = Trail()
+    for step, (state, command) in enumerate([("s0", "cat a"), ("s0", "edit"), ("s1", "test"), ("s1", "cat a")], 1):
+        trail.add(Mark(state, 2 * step, step, command))
+    assert trail.back_to("s1", "test") == 1  # the edit, the last command that changed the files
+    assert [m.command for m in trail.cut(1)] == ["edit", "test", "cat a"] and len(trail.marks) == 1
+    assert trail.before("s1", "test")  # what was tried stays known when its branch is dropped
+    trail.add(Mark("s0", 4, 5, "ls"))
+    assert trail.back_to("s0", "ls") == 1  # nothing changed the files: the first run of the command
+    assert trail.back_to("s0", "edit") == 0  # it ran only in the dropped branch: the branch's start
