@@ -151,7 +151,7 @@ def test_runs_table_stays_readable_at_80_columns():
 
 
 @pytest.mark.docker
-def test_run_with_unstick_hands_it_to_a_model_that_samples_and_the_trajectory_records_it(tmp_path):
+def test_run_hands_unstick_to_a_model_that_samples_unless_told_not_to_and_the_trajectory_says_which(tmp_path):
     import yaml
 
     from skillgraft.agent.prompts import instance_prompt, system_prompt
@@ -161,9 +161,9 @@ def test_run_with_unstick_hands_it_to_a_model_that_samples_and_the_trajectory_re
     task = tmp_path / "task.yaml"
     task.write_text(yaml.safe_dump({"id": "two", "repo": {"files": {"a.py": "X = 1\n"}}, "instruction": "Fix it.",
                                     "test": "true", "limits": {"steps": 2}}))
-    for flag, expected in (("--unstick", {"tries": 3, "temperature": 1.0}), ("--no-unstick", None)):
-        out = tmp_path / f"{flag}.json"
-        res = cli("run", task, "--model", f"hf:{folder}", "--home", tmp_path / "home", "--output", out, flag, "--json")
+    for flags, expected in (((), {"tries": 3, "temperature": 1.0}), (("--no-unstick",), None)):  # on by default
+        out = tmp_path / f"{len(flags)}.json"
+        res = cli("run", task, "--model", f"hf:{folder}", "--home", tmp_path / "home", "--output", out, *flags, "--json")
         assert res.exit_code == 0, res.output
         info = json.loads(out.read_text())["info"]
         assert info.get("unstick") == expected and ("redraws" in info) == (expected is not None)

@@ -32,7 +32,7 @@ def test_learn_runs_sessions_records_them_and_draws_the_curve(tmp_path):
     home = tmp_path / "home"
     curve = tmp_path / "curve.png"
     result = CliRunner().invoke(app, ["learn", str(task), "--sessions", "2", "--no-baseline", "--model", f"replay:{replay}",
-                                      "--home", str(home), "--curve", str(curve), "--unstick", "--json"])
+                                      "--home", str(home), "--curve", str(curve), "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     on = out["sessions"]["on"]
@@ -44,7 +44,7 @@ def test_learn_runs_sessions_records_them_and_draws_the_curve(tmp_path):
     store = Store(f"sqlite:///{home / 'store.db'}", home / "artifacts")
     v = store.latest_version("make-two")
     assert v.origin == "summarised" and "sed -i 's/return 1/return VALUE/' FILE" in v.body
-    # --unstick reaches the learner's config (a replay cannot sample, so its runs are never redrawn)
+    # unstick (on by default) reaches the learner's config (a replay cannot sample: its runs are never redrawn)
     assert store.session(on[0]["session_id"]).config["unstick"] == {"tries": 3, "temperature": 1.0}
     # the second session had the learned skill in its context (skill mode "context": a replay model takes no adapters)
     second = store.trajectories(session_id=on[1]["session_id"])[0]

@@ -21,7 +21,7 @@ StoreOption = typer.Option(None, "--store", help="SQLAlchemy URL of the store (d
 JsonOption = typer.Option(False, "--json", help="Print JSON for scripts instead of tables.")
 RayOption = typer.Option(None, "--ray", metavar="auto|local|ADDRESS", help="Run the episodes on a Ray cluster: auto (the one this machine joined with `ray start`, or $RAY_ADDRESS), local (one started for this command), or the head's host:port. Each worker loads the model once; a cluster of several nodes needs a PostgreSQL --store.")
 RetriesOption = typer.Option(2, "--retries", min=0, help="With --ray: how many more times an episode runs when its worker dies mid-episode.")
-UnstickOption = typer.Option(False, "--unstick/--no-unstick", help="When the model proposes a command it already ran on the very same files (the edit it has just made, the tests after it), go back to before the last command that changed the files, put them back as they were, and draw the reply there anew, sampled, up to 3 times; the first draw proposing something not yet tried there is taken. The redraws are extra model calls, not extra steps.")
+UnstickOption = typer.Option(True, "--unstick/--no-unstick", help="When the model proposes a command it already ran on the very same files (the edit it has just made, the tests after it), go back to before the last command that changed the files, put them back as they were, and draw the reply there anew, sampled, up to 3 times; the first draw proposing something not yet tried there is taken. The redraws are extra model calls, not extra steps. On by default; --no-unstick takes every reply as it comes.")
 SandboxOption = typer.Option(SandboxKind.docker, "--sandbox", help="Where the agent's commands run: a Docker container or a bubblewrap jail.")
 
 

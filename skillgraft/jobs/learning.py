@@ -90,7 +90,7 @@ class LearnOptions:
     practice: int = 0  # learning on: more runs of a failed task, sampled, until one succeeds
     practice_temperature: float = 1.0
     keep_confirmed: bool = True  # a success that followed a skill version that holds up keeps it
-    unstick: bool = False  # redraw a reply that would repeat a command from the same repository state
+    unstick: bool = True  # go back and redraw when a command is proposed again on the same files (agent.unstick)
 
 
 def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:

@@ -41,7 +41,7 @@ class RunOptions:
     adapter: Path | None = None
     image: str | None = None
     progress: bool = True  # show progress while the default model is assembled
-    unstick: bool = False  # redraw a reply that would repeat a command from the same repository state
+    unstick: bool = True  # go back and redraw when a command is proposed again on the same files (agent.unstick)
 
 
 @dataclass
