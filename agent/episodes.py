@@ -33,7 +33,7 @@ class EpisodeJob:
     info: Mapping[str, Any] | None = None
     tag: Any = None  # the caller's handle on the job (a family and seed, a candidate and task set…)
     sampling: Sampling | None = None  # how this run draws its replies, where not as the model does
-    unstick: Unstick | None = None  # redraw a reply that would repeat a command from the same state
+    unstick: Unstick | None = None  # go back and redraw when a command is proposed again on the same files
 
 
 class EpisodeRunner(Protocol):

@@ -79,7 +79,7 @@ def run_task(
     the model activates for the run. Raises SandboxUnavailable when the backend is missing, and
     AdapterUnsupported when the loadout holds an adapter for a model that cannot take one, and
     ModelError when `sampling` is given for a model that cannot sample (a replay); `unstick`
-    redraws a reply that would repeat a command from the same repository state (agent.unstick);
+    sends the run back when the model proposes a command again on the same files (agent.unstick);
     everything that happens inside the run (limits, model failures, a failing setup) ends up in
     the result's exit_status instead.
     """
