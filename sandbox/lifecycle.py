@@ -97,17 +97,21 @@ class TrackedSandbox:
     def _run(self, command: str, timeout: float, output_limit: int) -> ExecResult:
         raise NotImplementedError
 
+    @property
+    def _git_timeout(self) -> float:  # the git scripts get at least a minute, whatever the command timeout
+        return max(60.0, self.limits.command_timeout)
+
     def diff(self) -> str:
-        return read_diff(self._run, max(60.0, self.limits.command_timeout))
+        return read_diff(self._run, self._git_timeout)
 
     def restore(self, globs: Sequence[str]) -> list[str]:
-        return restore_files(self._run, max(60.0, self.limits.command_timeout), globs)
+        return restore_files(self._run, self._git_timeout, globs)
 
     def snapshot(self) -> str:
-        return snapshot_tree(self._run, max(60.0, self.limits.command_timeout))
+        return snapshot_tree(self._run, self._git_timeout)
 
     def rewind(self, state: str) -> None:
-        rewind_tree(self._run, max(60.0, self.limits.command_timeout), state)
+        rewind_tree(self._run, self._git_timeout, state)
 
     def close(self) -> None:
         if self._closed:

@@ -62,8 +62,7 @@ class LearnConfig:
     # A success that followed the skill's latest version, which has solved at least as many of
     # the session runs given it as it has failed, confirms it: no new version is summarised.
     keep_confirmed: bool = True
-    # Every run: a command proposed again on the files it already ran on sends the run back to
-    # before its last change, where the reply is drawn anew (agent.unstick); None: as they come.
+    # Every run goes back when it repeats a command on the same files (agent.unstick); None: off.
     unstick: Unstick | None = None
     refine_below: float | None = None  # refine a skill whose success rate in a session is below this
     refine_min_uses: int = 3
