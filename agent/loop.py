@@ -87,6 +87,7 @@ class AgentLoop:
         self.messages: list[dict] = []
         self.steps = 0
         self.history: list[Step] = []  # every step as it happened, the submit and malformed replies included
+        self.abandoned: set[int] = set()  # numbers of the steps on branches the run went back from
         self.cost = 0.0
         self.format_errors = 0  # consecutive
         self.usage: dict[str, int] = {}  # token counts summed over calls, as the backend reports them
@@ -114,6 +115,10 @@ class AgentLoop:
             except AgentExit as done:
                 return LoopResult(done.status, done.detail, self.steps, self.cost, self.elapsed, self.messages)
             self._emit(step)
+
+    def kept(self) -> list[Step]:
+        """The steps of the branch the run followed to its end: history less the abandoned ones."""
+        return [s for s in self.history if s.number not in self.abandoned]
 
     def _emit(self, step: Step) -> None:
         step.cost, step.elapsed = self.cost, self.elapsed
@@ -216,6 +221,7 @@ class AgentLoop:
                 except SandboxError:
                     break  # the files cannot be put back: go on from where the run is
             dropped = self._trail.cut(index)
+            self.abandoned.update(range(mark.step, self.steps))  # malformed replies there included
             self.rewinds.append({"step": self.steps, "back_to": mark.step, "dropped": [m.command for m in dropped]})
             self.messages = prompt
             return drawn, fresh, mark.state, mark.step

@@ -57,6 +57,7 @@ class RunResult:
     # seconds: open (sandbox up), setup, agent (the loop), model and commands (within the loop), test, total
     timings: dict[str, float] = field(default_factory=dict)
     history: list[Step] = field(default_factory=list)  # the loop's steps: reply, command, its result
+    kept: list[Step] = field(default_factory=list)  # the steps of the branch the run ended on (agent.unstick)
     skills: list[str] = field(default_factory=list)  # names of the skills the prompt showed
 
 
@@ -171,6 +172,7 @@ def _run_in(
         messages=messages,
         timings={k: round(v, 3) for k, v in timings.items()},
         history=list(loop.history),
+        kept=loop.kept(),
         skills=[name for name, _ in skills],
     )
     writer.update(

@@ -14,7 +14,8 @@ When every draw repeats, nothing is undone and the original reply stands.
 
 The redraws are extra model calls (their cost and tokens count) but not extra steps; the steps
 of an abandoned branch stay in the run's history and are listed in its trajectory's info, while
-the conversation (what the summariser reads) holds only the branch that was kept.
+the conversation and the run's `kept` steps (what the summariser reads) hold only the branch the
+run ended on.
 
 Draws come from the model's streams REDRAW_STREAM, REDRAW_STREAM + 1, …: a local model seeds
 them by the conversation, so a run replays exactly; a model that cannot sample is never redrawn.

@@ -66,6 +66,7 @@ def test_a_command_repeated_from_the_same_files_sends_the_run_back_and_a_redraw_
     assert model.streams == [REDRAW_STREAM, REDRAW_STREAM, REDRAW_STREAM + 1]
     kept = [m["content"] for m in result.messages if m["role"] == "assistant"]
     assert kept == [prompts.assistant_reply("Something else.", FIX)] + [prompts.assistant_reply("Same again.", NO_OP)] * 2
+    assert [s.command for s in result.kept] == [FIX, NO_OP, NO_OP]  # the steps of that conversation
     info = json.loads(path.read_text())["info"]
     assert info["redraws"] == 3 and info["unstick"] == {"tries": 2, "temperature": 1.0}
     assert info["rewinds"] == [{"step": 2, "back_to": 1, "dropped": [NO_OP]}]
@@ -79,6 +80,7 @@ def test_going_back_puts_the_files_back_before_the_edit_that_led_nowhere():
     # back to step 1, the file back to LIMIT = 1, and the draw there (the fix) runs on it.
     assert [s.command for s in result.history] == [WRONG, WRONG, FIX, WRONG]
     assert [s.back_to for s in result.history] == [None, None, 1, None]
+    assert [s.command for s in result.kept] == [FIX, WRONG]
     assert result.success and "+LIMIT = 2" in result.patch  # the fix found LIMIT = 1 again: the files were put back
 
 
@@ -117,13 +119,15 @@ def test_the_learner_gives_its_runs_unstick_and_learns_from_the_run_it_rescued(t
 
     store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
     task = replace(_task(steps=3), family="limits")
-    stuck = Learner(store, Stubborn(), None, OfflineSummariser(), LearnConfig(skill_mode="context"), tmp_path / "off")
+    stuck = Learner(store, Stubborn(greedy=WRONG), None, OfflineSummariser(), LearnConfig(skill_mode="context"), tmp_path / "off")
     assert not stuck.run_session([task]).outcomes[0].success
     config = LearnConfig(skill_mode="context", unstick=Unstick(tries=1))
-    outcome = Learner(store, Stubborn(), None, OfflineSummariser(), config, tmp_path / "on").run_session([task]).outcomes[0]
+    on = Learner(store, Stubborn(greedy=WRONG), None, OfflineSummariser(), config, tmp_path / "on")
+    outcome = on.run_session([task]).outcomes[0]
     assert outcome.success and outcome.learned is not None
     body = store.latest_version(outcome.learned.split("@")[0]).body
-    assert "sed -i 's/LIMIT = 1/LIMIT = 2/' FILE" in body and "LIMIT = 1/LIMIT = 1" not in body  # the redraw, not the repeat
+    # the redraw that ended the run, not the edits of the branch it went back from
+    assert "sed -i 's/LIMIT = 1/LIMIT = 2/' FILE" in body and "LIMIT = 3" not in body
     run = next(t for t in store.trajectories() if t.reward > 0)
     info = json.loads(store.trajectory_path(run.id).read_text())["info"]
     assert info["unstick"] == {"tries": 1, "temperature": 1.0} and info["redraws"] == 1
