@@ -26,8 +26,8 @@ def test_a_common_word_the_run_read_in_the_code_is_a_placeholder_in_the_edit():
     )
     thought, command = pairs[2]
     assert command == "sed -i '/def NAME(/,/^$/s/\"KEY\"]/\"OTHER_KEY\"]/' FILE"
-    # quoted in prose it is the value too; unquoted it is just English
-    assert thought == 'The function reads the key "KEY" but the dict has "OTHER_KEY"; the name is wrong.'
+    # unquoted in prose "name" is just English; the clause naming the key the edit writes is left out
+    assert thought == "the name is wrong."
 
 
 @pytest.mark.parametrize("failure, find, edit, want", [
@@ -56,7 +56,8 @@ def test_a_common_word_the_run_read_in_the_code_is_a_placeholder_in_the_edit():
         "FAILED tests/test_a.py::test_LIMIT - assert 0.25 == 0.75",
         ("Find LIMIT.", 'grep -rn "LIMIT =" .', "./a.py:4:LIMIT = 0.25"),
         ("LIMIT is 0.25; the test pins 0.75.", "sed -i 's/^LIMIT = 0.25$/LIMIT = 0.75/' ./a.py"),
-        {2: ("NAME is VALUE; the test pins OTHER_VALUE.", "sed -i 's/^NAME = VALUE$/NAME = OTHER_VALUE/' FILE")}, id="other-value"),
+        # the value the edit writes, stated as a placeholder, reads as that value: the edit wrote "OTHER_VALUE"
+        {2: ("NAME is VALUE", "sed -i 's/^NAME = VALUE$/NAME = OTHER_VALUE/' FILE")}, id="other-value"),
     pytest.param(  # a number the run never showed is the reply's slip: its clause leaves the reason
         "FAILED tests/test_a.py::test_LIMIT - assert 0.25 == 0.75",
         ("Find LIMIT.", 'grep -rn "LIMIT =" .', "./a.py:4:LIMIT = 0.25"),

@@ -83,3 +83,21 @@ def test_a_substitution_that_writes_back_what_it_matched_is_left_out():
         Step("Check.", "python3 -m pytest -q", "3 passed", 0),
     )
     assert commands(recipe_steps(run)) == ["python3 -m pytest -q", fix, "python3 -m pytest -q"]
+
+
+def test_a_step_that_taught_nothing_and_ran_again_later_is_left_out_and_the_next_reason_with_it():
+    check = "python3 -m pytest -q --tb=no | tail -n 1"
+    fix = "sed -i '/MARGIN =/,/^$/s/MARGIN = 0.2/MARGIN = 0.8/' ./orbit/records.py"
+    run = episode(
+        Step("Run the tests.", TESTS, "FAILED tests/records_test.py::test_MARGIN - assert 0.2 == 0.8", 0),
+        Step("Find it.", 'grep -rn "MARGIN =" --exclude-dir=tests .', "./orbit/records.py:6:MARGIN = 0.2", 0),
+        Step("Edit it.", "sed -i '/MARGIN =/,/^$/s/MARGIN = 0.2/MARGIN = 0.2/' ./orbit/records.py", "", 0),
+        Step("Check the fix.", check, "1 failed, 1 passed in 0.01s", 0),  # the edit changed nothing
+        Step("The tests still fail: that was not the bug.", fix, "", 0),
+        Step("Check the fix.", check, "2 passed in 0.00s", 0),
+    )
+    kept = recipe_steps(run)
+    assert commands(kept) == [TESTS, 'grep -rn "MARGIN =" --exclude-dir=tests .', fix, check]
+    assert kept[2].thought == ""  # it spoke of the check left out, as though the fix had failed
+    text = OfflineSummariser().summarise(run, "fix-wrong-ratio")
+    assert "still fail" not in text and text.count("sed -i") == 1 and text.count(check) == 1

@@ -41,6 +41,8 @@ _FLAG_BEFORE = re.compile(r"(?:(?:^|\s)--?[A-Za-z][\w-]*[ =]|=)$")
 _LINE_AFTER = re.compile(r"^(?:,\d+)?[spdcai]\b|^[spd][/|#]")
 _LINE_BEFORE = re.compile(r"(?:\b[Ll]ine |:)$")
 
+# One sed substitution, its delimiter any character: s/PATTERN/REPLACEMENT/ with flags.
+SED_SUBSTITUTION = re.compile(r"(?<![A-Za-z_])s([/|#,:])((?:\\.|(?!\1).)*)\1((?:\\.|(?!\1).)*)\1[gI0-9]*['\"]?\s")
 # A quoted word in prose: the quote opens after no letter, so an apostrophe ("it's") opens none.
 _QUOTATION = re.compile(r"(?<!\w)([\"'`])([^\"'`\n]+?)\1(?!\w)")
 # A lower-case word run into a capitalised name that ends the word: "findWIDTH", not "camelCase".
@@ -114,6 +116,11 @@ class Abstraction:
             self._shown[sentinel] = shown
             self.first_seen[shown] = where
         return self.placeholders[value]
+
+    @property
+    def shown(self) -> list[str]:
+        """The placeholders as a recipe writes them."""
+        return list(self._shown.values())
 
     def render(self, text: str) -> str:
         return _SENTINEL.sub(lambda m: self._shown[m.group(0)], text)
@@ -206,23 +213,40 @@ def abstract_steps(episode: Episode, steps: list[Step], style: str = "upper",
         command = abstract_text(step.command, abstraction, known, command=True)
         thought = abstract_text(_unglued(_first_sentence(step.thought)), abstraction, known)
         command = abstraction.render(command)
-        out.append((_without_strays(abstraction.render(thought), command), command))
+        out.append((_without_strays(abstraction.render(thought), command, set(abstraction.shown)), command))
         for value in values_in(step.output) - method:
             known.setdefault(value, f"the output of step {i}")
     return out, abstraction
 
 
-def _without_strays(thought: str, command: str) -> str:
-    """The thought's clauses that state no number and quote nothing the command does not hold.
-    What the run showed is a placeholder by now; a number or quoted word still literal is the
-    model's own slip ("the test pins 0" where the command writes OTHER_VALUE, "the test pins
-    'daily'" where it writes THIRD_NAME), which a model following the recipe copies into its edit."""
+def _without_strays(thought: str, command: str, placeholders: set[str]) -> str:
+    """The thought's clauses that state no number, quote nothing the command does not hold and
+    name no placeholder the command only writes. What the run showed is a placeholder by now; a
+    number or quoted word still literal is the model's own slip ("the test pins 0" where the
+    command writes OTHER_VALUE, "the test pins 'daily'" where it writes THIRD_NAME), which a model
+    following the recipe copies into its edit. And a clause stating the value to write as a
+    placeholder ("the test pins OTHER_VALUE") reads as that value: the edit writes the placeholder."""
     held = set(_NUMBER.findall(command))
+    written = _written(command, placeholders)
 
     def plain(clause: str) -> bool:
-        return set(_NUMBER.findall(clause)) <= held and all(q[1] in command for q in _QUOTATION.findall(clause))
+        return (set(_NUMBER.findall(clause)) <= held and all(q[1] in command for q in _QUOTATION.findall(clause))
+                and not any(_names(clause, ph) for ph in written))
 
     return "; ".join(c for c in re.split(r";\s*", thought) if plain(c))
+
+
+def _names(text: str, placeholder: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(placeholder)}(?!\w)", text) is not None
+
+
+def _written(command: str, placeholders: set[str]) -> set[str]:
+    """The placeholders a command's sed substitutions write without matching them."""
+    found: list[set[str]] = [set(), set()]
+    for _, pattern, replacement in SED_SUBSTITUTION.findall(command + " "):
+        for side, text in enumerate((pattern, replacement)):
+            found[side] |= {ph for ph in placeholders if _names(text, ph)}
+    return found[1] - found[0]
 
 
 def _unglued(thought: str) -> str:

@@ -9,20 +9,22 @@ A recipe that keeps those steps teaches them too. A step is a detour when
   in its output turns up in a later command: it taught the run nothing it used. A failing test
   run whose output gave the expected value the edit then writes is kept;
 - or it repeats an earlier command word for word and printed the same: nothing had changed;
+- or it taught nothing used later and the run ran the very same command again later: the later
+  run does its work (a test run between an edit that changed nothing and the real one);
 - or it is a sed substitution whose pattern and replacement are the same text (`s/"x"/"x"/`).
 
-The submit and commands the shell could not run at all are left out as well (`useful_steps`).
+The submit and commands the shell could not run at all are left out as well (`useful_steps`). The
+step after a detour keeps its command but not its reason, which speaks of the detour.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
-from skillgraft.evolve.learn.abstract import values_in
+from skillgraft.evolve.learn.abstract import SED_SUBSTITUTION, values_in
 from skillgraft.evolve.learn.episode import Episode, Step, useful_steps
 
 _COMPOUND = re.compile(r"&&|\|\||[;|\n]|`|\$\(")
-# One sed substitution, its delimiter any character: s/PATTERN/REPLACEMENT/ with flags.
-_SED_SUB = re.compile(r"(?<![A-Za-z_])s([/|#,:])((?:\\.|(?!\1).)*)\1((?:\\.|(?!\1).)*)\1[gI0-9]*['\"]?\s")
 
 
 def recipe_steps(episode: Episode) -> list[Step]:
@@ -35,20 +37,25 @@ def recipe_steps(episode: Episode) -> list[Step]:
         taught.append(values_in(step.output) - shown)
         shown |= taught[-1]
     kept: list[Step] = []
+    after_detour = False
     for i, step in enumerate(steps):
         later = set().union(*(values_in(s.command) for s in steps[i + 1:]))
-        if _dead_end(step) and not (taught[i] & later):
+        idle = not (taught[i] & later)  # nothing its output first showed is used later
+        rerun = any(s.command == step.command for s in steps[i + 1:])
+        if (idle and (_dead_end(step) or rerun) or _no_op_edit(step.command)
+                or any(k.command == step.command and k.output == step.output for k in kept)):
+            after_detour = True
             continue
-        if any(k.command == step.command and k.output == step.output for k in kept) or _no_op_edit(step.command):
-            continue
-        kept.append(step)
+        # A reason given just after a detour speaks of it ("the tests still fail: not the bug").
+        kept.append(replace(step, thought="") if after_detour else step)
+        after_detour = False
     return kept
 
 
 def _no_op_edit(command: str) -> bool:
     if not command.lstrip().startswith("sed ") or _COMPOUND.search(command):
         return False
-    subs = _SED_SUB.findall(command + " ")
+    subs = SED_SUBSTITUTION.findall(command + " ")
     return bool(subs) and all(pattern == replacement for _, pattern, replacement in subs)
 
 
