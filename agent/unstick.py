@@ -39,6 +39,11 @@ class Unstick:
             raise ValueError(f"redraws are sampled: the temperature must be above 0, not {self.temperature}")
 
 
+def same(command: str) -> str:
+    """What two commands share when they differ only in spacing: the same command to the agent."""
+    return " ".join(command.split())
+
+
 @dataclass(frozen=True)
 class Mark:
     """A command of the branch being followed: the files it ran on, where the conversation stood."""
@@ -57,10 +62,10 @@ class Trail:
     marks: list[Mark] = field(default_factory=list)
 
     def before(self, state: str, command: str) -> bool:
-        return command.strip() in self.tried.get(state, ())
+        return same(command) in self.tried.get(state, ())
 
     def add(self, mark: Mark) -> None:
-        self.tried.setdefault(mark.state, set()).add(mark.command.strip())
+        self.tried.setdefault(mark.state, set()).add(same(mark.command))
         self.marks.append(mark)
 
     def back_to(self, state: str, command: str) -> int:
@@ -71,7 +76,7 @@ class Trail:
         changed = [i for i, m in enumerate(self.marks) if after[i] != m.state]
         if changed:
             return changed[-1]
-        return next((i for i, m in enumerate(self.marks) if m.command.strip() == command.strip()), 0)
+        return next((i for i, m in enumerate(self.marks) if same(m.command) == same(command)), 0)
 
     def cut(self, index: int) -> list[Mark]:
         """Drops the marks from `index` on (the abandoned branch) and returns them."""

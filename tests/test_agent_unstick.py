@@ -145,3 +145,5 @@ def test_where_the_trail_goes_back_to():
     trail.add(Mark("s0", 4, 5, "ls"))
     assert trail.back_to("s0", "ls") == 1  # nothing changed the files: the first run of the command
     assert trail.back_to("s0", "edit") == 0  # it ran only in the dropped branch: the branch's start
+    assert trail.before("s1", " test ") and trail.before("s0", "cat  a")  # spacing makes no new command
+    assert not trail.before("s0", "cat b")
