@@ -118,9 +118,9 @@ class Abstraction:
         return self.placeholders[value]
 
     @property
-    def shown(self) -> list[str]:
+    def shown(self) -> set[str]:
         """The placeholders as a recipe writes them."""
-        return list(self._shown.values())
+        return set(self._shown.values())
 
     def render(self, text: str) -> str:
         return _SENTINEL.sub(lambda m: self._shown[m.group(0)], text)
@@ -213,7 +213,7 @@ def abstract_steps(episode: Episode, steps: list[Step], style: str = "upper",
         command = abstract_text(step.command, abstraction, known, command=True)
         thought = abstract_text(_unglued(_first_sentence(step.thought)), abstraction, known)
         command = abstraction.render(command)
-        out.append((_without_strays(abstraction.render(thought), command, set(abstraction.shown)), command))
+        out.append((_without_strays(abstraction.render(thought), command, abstraction.shown), command))
         for value in values_in(step.output) - method:
             known.setdefault(value, f"the output of step {i}")
     return out, abstraction

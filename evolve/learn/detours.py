@@ -31,15 +31,16 @@ def recipe_steps(episode: Episode) -> list[Step]:
     """The run's useful steps less its detours, in order."""
     steps = useful_steps(episode)
     shown = values_in(episode.instruction)
+    used = [values_in(s.command) for s in steps]  # per step: values its command holds
     taught: list[set[str]] = []  # per step: values its output showed first
-    for step in steps:
-        shown |= values_in(step.command)
+    for step, values in zip(steps, used):
+        shown |= values
         taught.append(values_in(step.output) - shown)
         shown |= taught[-1]
     kept: list[Step] = []
     after_detour = False
     for i, step in enumerate(steps):
-        later = set().union(*(values_in(s.command) for s in steps[i + 1:]))
+        later = set().union(*used[i + 1:])
         idle = not (taught[i] & later)  # nothing its output first showed is used later
         rerun = any(s.command == step.command for s in steps[i + 1:])
         if (idle and (_dead_end(step) or rerun) or _no_op_edit(step.command)
