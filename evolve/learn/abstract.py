@@ -6,14 +6,14 @@ repository's file paths. Those become placeholders, the same value always the sa
 so the edit pattern survives ("range(NAME)" to "range(NAME + 1)") while the particulars do not.
 A placeholder is named for the role its syntax gives it where it is first used: FILE, MODULE
 (after `import`), KEY (a quoted dict key), LINE (a line number), VALUE (another number, its minus
-sign included: "-16" is a value of its own, for a model copies a number but writes "-VALUE" as it
-stands), WORD (a word the run was shown as a string's text: `x = "north"`, `assert 'north' == …`),
-and NAME for any other name. A second placeholder of a role is OTHER_NAME, a third THIRD_NAME, never NAME2:
-a model filling in a recipe copies a placeholder's digit into the value it writes ("52" for VALUE2
-where the value is 5), and NAME2 beside NAME3 is one token apart. Nor is the value an edit writes
-called NEW: a model writes a plain word like that into the code as it stands. Everything else — the
-commands, flags and choices the agent made without being told — is kept, because that is the
-method.
+sign included: "-16" is a value of its own, for a model copies a number but writes "-VALUE" as
+it stands), WORD (a word the run was shown as a string's text: `x = "north"`, `assert 'north'
+== …`), and NAME for any other name. A second placeholder of a role is OTHER_NAME, a third
+THIRD_NAME, never NAME2: a model filling in a recipe copies a placeholder's digit into the value
+it writes ("52" for VALUE2 where the value is 5), and NAME2 beside NAME3 is one token apart.
+Nor is the value an edit writes called NEW: a model writes a plain word like that into the code
+as it stands. Everything else — the commands, flags and choices the agent made without being
+told — is kept, because that is the method.
 
 Common English words ("name", "right", "value") stay as they are in prose, but in a command, or
 quoted in prose, one the agent was shown is as much an instance value as any other name: a
@@ -245,7 +245,7 @@ def _without_strays(thought: str, command: str, placeholders: set[str]) -> str:
     placeholder ("the test pins OTHER_VALUE") reads as that value: the edit writes the placeholder.
     And a clause naming again a placeholder the edit takes away is a slip of the same kind ("the
     constant NAME is VALUE; the test pins VALUE": the test wants what the edit removes)."""
-    held = {held for n in _NUMBER.findall(command) for held in (n, n.lstrip("-"))}
+    held = {v for n in _NUMBER.findall(command) for v in (n, n.lstrip("-"))}
     removed, written = _sed_sides(command, placeholders)
     stated: set[str] = set()
 
