@@ -41,6 +41,9 @@ class Step:
     format_error: bool = False
     replaced: str | None = None  # a command that would have repeated itself (agent.unstick)
     back_to: int | None = None  # the step the run went back to instead, its files put back as they were
+    # whether the command changed the repository's files, once known: where the run names their
+    # state before every command (agent.unstick), when the next command comes
+    changed: bool | None = None
     cost: float = 0.0  # total so far
     elapsed: float = 0.0
 
@@ -154,6 +157,9 @@ class AgentLoop:
         if self.unstick is not None and not prompts.is_submit(command):
             state = self._snapshot()
             if state is not None:
+                if self._trail.marks:  # the branch's last command ran from there and left `state`
+                    last = self._trail.marks[-1]
+                    next(s for s in self.history if s.number == last.step).changed = state != last.state
                 if self._trail.before(state, command):
                     proposed = command
                     reply, command, state, back_to = self._go_back(self.unstick, state, reply, command)

@@ -83,6 +83,9 @@ def test_going_back_puts_the_files_back_before_the_edit_that_led_nowhere():
     assert [s.back_to for s in result.history] == [None, None, 1, None]
     assert [s.command for s in result.kept] == [FIX, WRONG]
     assert result.success and "+LIMIT = 2" in result.patch  # the fix found LIMIT = 1 again: the files were put back
+    # what each command did to the files, known once the next command came: the first WRONG changed
+    # them, the second did not; on the branch kept, FIX did; the last command's is not known
+    assert [s.changed for s in result.history] == [True, False, True, None]
 
 
 def test_without_unstick_the_same_model_goes_round_until_its_steps_run_out():

@@ -101,3 +101,20 @@ def test_a_step_that_taught_nothing_and_ran_again_later_is_left_out_and_the_next
     assert kept[2].thought == ""  # it spoke of the check left out, as though the fix had failed
     text = OfflineSummariser().summarise(run, "fix-wrong-ratio")
     assert "still fail" not in text and text.count("sed -i") == 1 and text.count(check) == 1
+
+
+def test_an_edit_that_changed_no_file_before_one_that_did_is_left_out():
+    check = "python3 -m pytest -q --tb=no | tail -n 1"
+    missed = "sed -i '/MODE =/,/^$/s/MODE =\"daily\"/MODE = \"weekly\"/' ./app.py"  # no space after "=": no match
+    fix = "sed -i '/MODE =/,/^$/s/daily/weekly/' ./app.py"
+    run = episode(
+        Step("Run the tests.", TESTS, "FAILED tests/app_test.py::test_MODE - AssertionError: assert 'daily' == 'weekly'", 0),
+        Step("Find it.", 'grep -rn "MODE =" --exclude-dir=tests .', './app.py:3:MODE = "daily"', 0),
+        Step("Edit it.", missed, "", 0, changed=False),
+        Step("Edit it again.", fix, "", 0, changed=True),
+        Step("Check the fix.", check, "2 passed in 0.00s", 0),
+    )
+    assert commands(recipe_steps(run)) == [TESTS, 'grep -rn "MODE =" --exclude-dir=tests .', fix, check]
+    # a run that does not know what its commands changed (a stored trajectory) keeps the step
+    unknown = episode(*[Step(s.thought, s.command, s.output, s.returncode) for s in run.steps])
+    assert missed in commands(recipe_steps(unknown))

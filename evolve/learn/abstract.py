@@ -5,15 +5,13 @@ words and numbers it first saw in the instruction or in an earlier command's out
 repository's file paths. Those become placeholders, the same value always the same placeholder,
 so the edit pattern survives ("range(NAME)" to "range(NAME + 1)") while the particulars do not.
 A placeholder is named for the role its syntax gives it where it is first used: FILE, MODULE
-(after `import`), KEY (a quoted dict key), LINE (a line number), VALUE (another number, its minus
-sign included: "-16" is a value of its own, for a model copies a number but writes "-VALUE" as
-it stands), WORD (a word the run was shown as a string's text: `x = "north"`, `assert 'north'
-== …`), and NAME for any other name. A second placeholder of a role is OTHER_NAME, a third
-THIRD_NAME, never NAME2: a model filling in a recipe copies a placeholder's digit into the value
-it writes ("52" for VALUE2 where the value is 5), and NAME2 beside NAME3 is one token apart.
-Nor is the value an edit writes called NEW: a model writes a plain word like that into the code
-as it stands. Everything else — the commands, flags and choices the agent made without being
-told — is kept, because that is the method.
+(after `import`), KEY (a quoted dict key), LINE (a line number), VALUE (another number), and NAME
+for any other name. A second placeholder of a role is OTHER_NAME, a third THIRD_NAME, never NAME2:
+a model filling in a recipe copies a placeholder's digit into the value it writes ("52" for VALUE2
+where the value is 5), and NAME2 beside NAME3 is one token apart. Nor is the value an edit writes
+called NEW: a model writes a plain word like that into the code as it stands. Everything else — the
+commands, flags and choices the agent made without being told — is kept, because that is the
+method.
 
 Common English words ("name", "right", "value") stay as they are in prose, but in a command, or
 quoted in prose, one the agent was shown is as much an instance value as any other name: a
@@ -35,9 +33,8 @@ from skillgraft.evolve.learn.episode import Episode, Step
 _SENTINEL = re.compile(r"\x00([a-z]+)\x00")
 _PATH = re.compile(r"(?<![\w/.\x00-])(?:[\w.-]+/)*[\w-]+\.(?:py|txt|cfg|toml|ini|json|ya?ml|md|csv|sh)\b")
 _WORD = re.compile(r"(?<![\w\x00])[A-Za-z_][A-Za-z0-9_]*(?![\w\x00])")
-# A number stands alone, or is a sed address ("16s/…"); never part of a name. Its minus is a sign
-# where no operand stands before it ("== -16", not "n-1").
-_NUMBER = re.compile(r"(?:(?<![\w.\x00)\]])-)?(?<![A-Za-z0-9_.\x00])\d+(?:\.\d+)?(?![0-9]|\.\d)")
+# A number stands alone, or is a sed address ("16s/…"); never part of a name.
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.\x00])\d+(?:\.\d+)?(?![0-9]|\.\d)")
 # A number given as a flag's argument ("tail -n 2", "COLUMNS=150") is a choice of method.
 _FLAG_BEFORE = re.compile(r"(?:(?:^|\s)--?[A-Za-z][\w-]*[ =]|=)$")
 # A number that addresses a line: a sed address, "line 16", "file.py:16", "-16-" in grep output.
@@ -48,8 +45,6 @@ _LINE_BEFORE = re.compile(r"(?:\b[Ll]ine |:)$")
 SED_SUBSTITUTION = re.compile(r"(?<![A-Za-z_])s([/|#,:])((?:\\.|(?!\1).)*)\1((?:\\.|(?!\1).)*)\1[gI0-9]*['\"]?\s")
 # A quoted word in prose: the quote opens after no letter, so an apostrophe ("it's") opens none.
 _QUOTATION = re.compile(r"(?<!\w)([\"'`])([^\"'`\n]+?)\1(?!\w)")
-# A string's text as code or an assertion shows it: after `=`, `==`, `!=` or `assert`.
-_STRING = re.compile(r"(?:[=!]=?|\bassert)\s*([\"'])([^\"'\n]+?)\1")
 # A lower-case word run into a capitalised name that ends the word: "findWIDTH", not "camelCase".
 _GLUED = re.compile(r"(?<=[a-z])(?=[A-Z][A-Z0-9_]+\b)")
 
@@ -139,22 +134,16 @@ def _seen_words(text: str) -> set[str]:
 
 
 def _seen_numbers(text: str) -> set[str]:
-    numbers = set(_NUMBER.findall(text))
-    return {n for n in numbers | {n.lstrip("-") for n in numbers} if n not in ("0", "1", "-1")}
+    return {n for n in _NUMBER.findall(text) if n not in ("0", "1", "-1")}
 
 
-def _strings(text: str) -> set[str]:
-    """The words a text shows as a string's text."""
-    return {w for _, content in _STRING.findall(text) for w in _seen_words(content)}
-
-
-def _word_role(m: re.Match, strings: set[str]) -> str:
+def _word_role(m: re.Match) -> str:
     before, after = m.string[: m.start()], m.string[m.end():]
     if _MODULE_BEFORE.search(before):
         return "module"
     if _KEY_BEFORE.search(before) or _KEY_AFTER.search(after):
         return "key"
-    return "word" if m.group(0) in strings else "name"
+    return "name"
 
 
 def _is_flag(m: re.Match) -> bool:
@@ -167,11 +156,9 @@ def _quoted(m: re.Match) -> bool:
     return bool(_QUOTED[0].search(m.string[: m.start()]) and _QUOTED[1].search(m.string[m.end():]))
 
 
-def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str], command: bool = False,
-                  strings: frozenset[str] | set[str] = frozenset()) -> str:
+def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str], command: bool = False) -> str:
     """Replaces, in one pass each, paths, then words and numbers the agent had been shown.
-    `command` says the text is a command, where a prose word is a value like any other; `strings`
-    are the words the agent was shown as a string's text."""
+    `command` says the text is a command, where a prose word is a value like any other."""
 
     def path_sub(m: re.Match) -> str:
         return abstraction.name(m.group(0), "file", known.get(m.group(0), "the repository listing"))
@@ -185,20 +172,18 @@ def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str], co
         if w.lower() in _PROSE_LOWER and not (command or _quoted(m)):
             return w
         if w in known or w in abstraction.placeholders:
-            return abstraction.name(w, _word_role(m, strings), known.get(w, "the repository"))
+            return abstraction.name(w, _word_role(m), known.get(w, "the repository"))
         return w
 
     def number_sub(m: re.Match) -> str:
-        n, before, after = m.group(0), m.string[: m.start()], m.string[m.end():]
-        if _FLAG_BEFORE.search(before):
+        n = m.group(0)
+        if _FLAG_BEFORE.search(m.string[: m.start()]):
             return n
-        sign = ""
-        if n.startswith("-") and n not in known and n not in abstraction.placeholders:
-            sign, n = "-", n[1:]  # a number the run showed only unsigned: the minus is the method
         if n in known or n in abstraction.placeholders:
-            role = "line" if (_LINE_AFTER.search(after) or _LINE_BEFORE.search(before + sign)) else "value"
-            return sign + abstraction.name(n, role, known.get(n, "the repository"))
-        return m.group(0)
+            after, before = m.string[m.end():], m.string[: m.start()]
+            role = "line" if (_LINE_AFTER.search(after) or _LINE_BEFORE.search(before)) else "value"
+            return abstraction.name(n, role, known.get(n, "the repository"))
+        return n
 
     text = _PATH.sub(path_sub, text)
     text = _WORD.sub(word_sub, text)
@@ -222,17 +207,15 @@ def abstract_steps(episode: Episode, steps: list[Step], style: str = "upper",
     abstraction = Abstraction(style=style)
     method = _seen_words(told)  # words only: a number in a skill (`tail -n 2`) too often is also a task's value
     known = dict.fromkeys(values_in(episode.instruction) - method, "the task instruction")
-    strings = _strings(episode.instruction)
     out: list[tuple[str, str]] = []
     for i, step in enumerate(steps, 1):
         # The command first: its syntax says best what a value is (a sed address is a line).
-        command = abstract_text(step.command, abstraction, known, command=True, strings=strings)
-        thought = abstract_text(_unglued(_first_sentence(step.thought)), abstraction, known, strings=strings)
+        command = abstract_text(step.command, abstraction, known, command=True)
+        thought = abstract_text(_unglued(_first_sentence(step.thought)), abstraction, known)
         command = abstraction.render(command)
         out.append((_without_strays(abstraction.render(thought), command, abstraction.shown), command))
         for value in values_in(step.output) - method:
             known.setdefault(value, f"the output of step {i}")
-        strings |= _strings(step.output) - method
     return out, abstraction
 
 
@@ -240,12 +223,12 @@ def _without_strays(thought: str, command: str, placeholders: set[str]) -> str:
     """The thought's clauses that state no number, quote nothing the command does not hold and
     name no placeholder the command only writes. What the run showed is a placeholder by now; a
     number or quoted word still literal is the model's own slip ("the test pins 0" where the
-    command writes OTHER_VALUE, "the test pins 'daily'" where it writes OTHER_WORD), which a model
+    command writes OTHER_VALUE, "the test pins 'daily'" where it writes THIRD_NAME), which a model
     following the recipe copies into its edit. A clause stating the value to write as a
     placeholder ("the test pins OTHER_VALUE") reads as that value: the edit writes the placeholder.
     And a clause naming again a placeholder the edit takes away is a slip of the same kind ("the
     constant NAME is VALUE; the test pins VALUE": the test wants what the edit removes)."""
-    held = {v for n in _NUMBER.findall(command) for v in (n, n.lstrip("-"))}
+    held = set(_NUMBER.findall(command))
     removed, written = _sed_sides(command, placeholders)
     stated: set[str] = set()
 

@@ -11,6 +11,9 @@ A recipe that keeps those steps teaches them too. A step is a detour when
 - or it repeats an earlier command word for word and printed the same: nothing had changed;
 - or it taught nothing used later and the run ran the very same command again later: the later
   run does its work (a test run between an edit that changed nothing and the real one);
+- or it taught nothing used later, changed no file and a later step did (where the run knew: going
+  back names the files' state before every command): an edit whose pattern matched nothing, on
+  the way to the edit that did;
 - or it is a sed substitution whose pattern and replacement are the same text (`s/"x"/"x"/`).
 
 The submit and commands the shell could not run at all are left out as well (`useful_steps`). The
@@ -43,7 +46,8 @@ def recipe_steps(episode: Episode) -> list[Step]:
         later = set().union(*used[i + 1:])
         idle = not (taught[i] & later)  # nothing its output first showed is used later
         rerun = any(s.command == step.command for s in steps[i + 1:])
-        if (idle and (_dead_end(step) or rerun) or _no_op_edit(step.command)
+        missed = step.changed is False and any(s.changed for s in steps[i + 1:])
+        if (idle and (_dead_end(step) or rerun or missed) or _no_op_edit(step.command)
                 or any(k.command == step.command and k.output == step.output for k in kept)):
             after_detour = True
             continue

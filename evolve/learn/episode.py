@@ -28,6 +28,7 @@ class Step:
     command: str
     output: str = ""
     returncode: int | None = None
+    changed: bool | None = None  # whether it changed the repository's files, where the run knew
 
 
 @dataclass
@@ -126,7 +127,7 @@ def episode_from_run(task: Task, result: RunResult) -> Episode:
     """The episode of a run just finished, from the branch it ended on (no file is read): the
     steps of a branch it went back from taught nothing that led to the end."""
     steps = [Step(_thought(s.reply), s.command, s.result.output if s.result else "",
-                  s.result.returncode if s.result else None)
+                  s.result.returncode if s.result else None, s.changed)
              for s in result.kept if s.command is not None]
     return Episode(task_id=task.id, instruction=task.instruction, steps=steps, success=result.success,
                    family=task.family, skills=list(result.skills), test_output=result.test_output,
