@@ -209,13 +209,12 @@ class AgentLoop:
         index = self._trail.back_to(state, command)
         mark = self._trail.marks[index]
         prompt = self.messages[:mark.at]
-        for _ in range(unstick.tries):
+        for n in range(unstick.tries):
             if self.elapsed >= lim.wall_time or (lim.cost > 0 and self.cost >= lim.cost):
                 break
-            stream = REDRAW_STREAM + self.redraws  # the run's every draw its own: going back again draws anew
             self.redraws += 1
             try:
-                with model.sampled(Sampling(unstick.temperature, stream=stream)):
+                with model.sampled(Sampling(unstick.temperature, stream=REDRAW_STREAM + n)):
                     drawn = self._ask(prompt)
                 fresh = _command_of(drawn)
             except (ModelError, prompts.FormatError):

@@ -17,10 +17,8 @@ of an abandoned branch stay in the run's history and are listed in its trajector
 the conversation and the run's `kept` steps (what the summariser reads) hold only the branch the
 run ended on.
 
-A run's n-th draw comes from the model's stream REDRAW_STREAM + n: a local model seeds it by the
-conversation and the stream, so a run replays exactly, and a run that goes back to the same point
-again draws there afresh instead of repeating the draws that all proposed what it had tried. A
-model that cannot sample is never redrawn.
+Draws come from the model's streams REDRAW_STREAM, REDRAW_STREAM + 1, …: a local model seeds
+them by the conversation, so a run replays exactly; a model that cannot sample is never redrawn.
 """
 from __future__ import annotations
 

@@ -33,8 +33,8 @@ class Stubborn:
 
     name = "stubborn"
 
-    def __init__(self, drawn: str = FIX, greedy: str = NO_OP, drawn_from: int = 0):
-        self.drawn, self.greedy, self.drawn_from = drawn, greedy, drawn_from  # streams before drawn_from: greedy
+    def __init__(self, drawn: str = FIX, greedy: str = NO_OP):
+        self.drawn, self.greedy = drawn, greedy
         self.sampling: Sampling | None = None
         self.streams: list[int] = []
 
@@ -50,8 +50,7 @@ class Stubborn:
         if self.sampling is None:
             return ModelReply(prompts.assistant_reply("Same again.", self.greedy), usage={"completion_tokens": 5})
         self.streams.append(self.sampling.stream)
-        drawn = self.drawn if self.sampling.stream >= REDRAW_STREAM + self.drawn_from else self.greedy
-        return ModelReply(prompts.assistant_reply("Something else.", drawn), usage={"completion_tokens": 7})
+        return ModelReply(prompts.assistant_reply("Something else.", self.drawn), usage={"completion_tokens": 7})
 
 
 def test_a_command_repeated_from_the_same_files_sends_the_run_back_and_a_redraw_there_solves_it(tmp_path):
@@ -64,7 +63,7 @@ def test_a_command_repeated_from_the_same_files_sends_the_run_back_and_a_redraw_
     # where both draws give the fix, already tried there: nothing is undone, the reply stands.
     assert [s.command for s in result.history] == [NO_OP, FIX, NO_OP, NO_OP]
     assert [(s.replaced, s.back_to) for s in result.history] == [(None, None), (NO_OP, 1), (None, None), (None, None)]
-    assert model.streams == [REDRAW_STREAM, REDRAW_STREAM + 1, REDRAW_STREAM + 2]  # every draw its own
+    assert model.streams == [REDRAW_STREAM, REDRAW_STREAM, REDRAW_STREAM + 1]
     kept = [m["content"] for m in result.messages if m["role"] == "assistant"]
     assert kept == [prompts.assistant_reply("Something else.", FIX)] + [prompts.assistant_reply("Same again.", NO_OP)] * 2
     assert [s.command for s in result.kept] == [FIX, NO_OP, NO_OP]  # the steps of that conversation
@@ -98,18 +97,7 @@ def test_when_every_redraw_repeats_the_reply_stands():
     model = Stubborn(drawn=NO_OP)
     result = run_task(_task(steps=3), model, unstick=Unstick(tries=3))
     assert [s.command for s in result.history] == [NO_OP] * 3 and not result.success
-    assert model.streams == [REDRAW_STREAM + n for n in range(6)]
-
-
-def test_going_back_to_the_same_point_again_draws_afresh():
-    # the first three draws propose the no-op again; going back a second time, the next ones do not
-    model = Stubborn(drawn_from=3)
-    result = run_task(_task(steps=4), model, unstick=Unstick(tries=3))
-    # 1: the no-op; 2: again: three draws, all the no-op, the reply stands and runs; 3: again: back to step 1,
-    # where the fourth draw gives the fix; 4: the no-op, new on the fixed files
-    assert [s.command for s in result.history] == [NO_OP, NO_OP, FIX, NO_OP]
-    assert result.success and [s.back_to for s in result.history] == [None, None, 1, None]
-    assert model.streams == [REDRAW_STREAM + n for n in range(4)]
+    assert model.streams == [REDRAW_STREAM, REDRAW_STREAM + 1, REDRAW_STREAM + 2] * 2
 
 
 def test_a_model_that_cannot_sample_is_never_redrawn(tmp_path):
