@@ -159,7 +159,7 @@ class AgentLoop:
             if state is not None:
                 if self._trail.marks:  # the branch's last command ran from there and left `state`
                     last = self._trail.marks[-1]
-                    next(s for s in self.history if s.number == last.step).changed = state != last.state
+                    next(s for s in reversed(self.history) if s.number == last.step).changed = state != last.state
                 if self._trail.before(state, command):
                     proposed = command
                     reply, command, state, back_to = self._go_back(self.unstick, state, reply, command)

@@ -230,16 +230,19 @@ def _without_strays(thought: str, command: str, placeholders: set[str]) -> str:
     constant NAME is VALUE; the test pins VALUE": the test wants what the edit removes)."""
     held = set(_NUMBER.findall(command))
     removed, written = _sed_sides(command, placeholders)
-    stated: set[str] = set()
 
     def plain(clause: str) -> bool:
-        named = {ph for ph in removed if _names(clause, ph)}
-        keep = (set(_NUMBER.findall(clause)) <= held and all(q[1] in command for q in _QUOTATION.findall(clause))
-                and not any(_names(clause, ph) for ph in written) and not named & stated)
-        stated.update(named if keep else ())
-        return keep
+        return (set(_NUMBER.findall(clause)) <= held and all(q[1] in command for q in _QUOTATION.findall(clause))
+                and not any(_names(clause, ph) for ph in written))
 
-    return "; ".join(c for c in re.split(r";\s*", thought) if plain(c))
+    kept: list[str] = []
+    stated: set[str] = set()  # removed placeholders a kept clause has named
+    for clause in re.split(r";\s*", thought):
+        named = {ph for ph in removed if _names(clause, ph)}
+        if plain(clause) and not named & stated:
+            kept.append(clause)
+            stated |= named
+    return "; ".join(kept)
 
 
 def _names(text: str, placeholder: str) -> bool:
