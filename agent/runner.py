@@ -31,7 +31,7 @@ SETUP_FAILED = "SetupFailed"
 RESERVED_INFO = frozenset(
     {"task", "model", "sandbox", "adapters", "skills", "limits", "started_at", "timings", "cost", "steps",
      "exit_status", "exit_detail", "patch", "test", "reward", "success", "usage", "links_outside_repo",
-     "test_files_restored", "sampling", "unstick", "redraws", "rewinds"}
+     "test_files_restored", "sampling", "unstick", "redraws", "rewinds", "changed"}
 )
 
 
@@ -186,7 +186,9 @@ def _run_in(
         test={"command": task.test, "returncode": returncode, "output": test_output, "passed": success},
         reward=result.reward,
         success=success,
-        **({"redraws": loop.redraws, "rewinds": loop.rewinds} if unstick is not None else {}),
+        # per command of the branch kept, whether it changed the files (None where not known)
+        **({"redraws": loop.redraws, "rewinds": loop.rewinds,
+            "changed": [s.changed for s in result.kept if s.command is not None]} if unstick is not None else {}),
     )
     writer.write(messages)
     return result

@@ -14,6 +14,7 @@ from skillgraft.agent.models.replay_model import ReplayModel
 from skillgraft.agent.runner import run_task
 from skillgraft.agent.task import InlineRepo, Limits, Task
 from skillgraft.agent.unstick import REDRAW_STREAM, Unstick
+from skillgraft.evolve.learn.episode import load_episode
 
 pytestmark = pytest.mark.docker
 
@@ -73,9 +74,10 @@ def test_a_command_repeated_from_the_same_files_sends_the_run_back_and_a_redraw_
     assert info["usage"]["completion_tokens"] == 4 * 5 + 3 * 7  # the redraws' tokens count, not as steps
 
 
-def test_going_back_puts_the_files_back_before_the_edit_that_led_nowhere():
+def test_going_back_puts_the_files_back_before_the_edit_that_led_nowhere(tmp_path):
     model = Stubborn(greedy=WRONG)
-    result = run_task(_task(steps=4), model, unstick=Unstick(tries=1))
+    path = tmp_path / "t.json"
+    result = run_task(_task(steps=4), model, unstick=Unstick(tries=1), trajectory_path=path)
     # 1: LIMIT becomes 3; 2: the same sed, new on those files, changes nothing; 3: proposed again:
     # back to step 1, the file back to LIMIT = 1, and the draw there (the fix) runs on it.
     assert [s.command for s in result.history] == [WRONG, WRONG, FIX, WRONG]
@@ -85,6 +87,9 @@ def test_going_back_puts_the_files_back_before_the_edit_that_led_nowhere():
     # what each command did to the files, known once the next command came: the first WRONG changed
     # them, the second did not; on the branch kept, FIX did; the last command's is not known
     assert [s.changed for s in result.history] == [True, False, True, None]
+    # the trajectory file keeps them for the branch kept, and a recipe induced from it later reads them
+    assert json.loads(path.read_text())["info"]["changed"] == [True, None]
+    assert [(s.command, s.changed) for s in load_episode(path).steps] == [(FIX, True), (WRONG, None)]
 
 
 def test_without_unstick_the_same_model_goes_round_until_its_steps_run_out():

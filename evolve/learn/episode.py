@@ -111,10 +111,15 @@ def episode_from_dict(data: dict, path: Path | None = None) -> Episode:
     success = info.get("success")
     if success is None:
         success = bool(test.get("passed", info.get("reward", 0) == 1))
+    steps = steps_from_messages(messages)
+    changed = info.get("changed")
+    if isinstance(changed, list) and len(changed) == len(steps):  # written where the run went back when stuck
+        for step, value in zip(steps, changed):
+            step.changed = value if isinstance(value, bool) else None
     return Episode(
         task_id=str(task.get("id") or info.get("task_id") or (path.stem if path else "task")),
         instruction=task.get("instruction") or instruction,
-        steps=steps_from_messages(messages),
+        steps=steps,
         success=bool(success),
         family=task.get("family") or info.get("family"),
         skills=_SKILL.findall(first_user),
