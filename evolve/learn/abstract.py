@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import keyword
 import re
-from copy import deepcopy
 from dataclasses import dataclass, field
 
 from skillgraft.evolve.learn.episode import Episode, Step
@@ -87,8 +86,6 @@ _KEY_BEFORE = re.compile(r"(?:\[|\.get\()\s*[\"']$")
 _KEY_AFTER = re.compile(r"^[\"']\s*\]")
 _FLAG_NAME = re.compile(r"(?:^|\s)--?(?:[\w-]*-)?$")  # "-name", "--exclude-dir": method
 _QUOTED = (re.compile(r"[\"'`]$"), re.compile(r"^[\"'`]"))
-_GREP_PREFIX = re.compile(r"^\S+?[:-]\d+[:-]")  # "./a.py:4:" or "./a.py-5-" before a line grep shows
-_LINE_MAX = 160  # an output line longer than this is not quoted in a recipe
 _MIN_WORD = 3  # shorter words are too often generic ("id", "f") to be worth a placeholder
 
 
@@ -125,10 +122,8 @@ class Abstraction:
         """The placeholders as a recipe writes them."""
         return set(self._shown.values())
 
-    def render(self, text: str, unnamed: str | None = None) -> str:
-        """The text with placeholders as a recipe writes them; sentinels this mapping does not hold
-        (named in a copy of it) become `unnamed`."""
-        return _SENTINEL.sub(lambda m: self._shown.get(m.group(0), unnamed) or m.group(0), text)
+    def render(self, text: str) -> str:
+        return _SENTINEL.sub(lambda m: self._shown[m.group(0)], text)
 
 
 def _seen_words(text: str) -> set[str]:
@@ -212,44 +207,16 @@ def abstract_steps(episode: Episode, steps: list[Step], style: str = "upper",
     abstraction = Abstraction(style=style)
     method = _seen_words(told)  # words only: a number in a skill (`tail -n 2`) too often is also a task's value
     known = dict.fromkeys(values_in(episode.instruction) - method, "the task instruction")
-    printed: dict[str, tuple[int, str]] = {}  # value -> the step whose output first showed it, and the line
     out: list[tuple[str, str]] = []
     for i, step in enumerate(steps, 1):
         # The command first: its syntax says best what a value is (a sed address is a line).
         command = abstract_text(step.command, abstraction, known, command=True)
         thought = abstract_text(_unglued(_first_sentence(step.thought)), abstraction, known)
         command = abstraction.render(command)
-        thought = _without_strays(abstraction.render(thought), command, abstraction.shown)
-        shown = _shown_where(command, abstraction, known, printed)
-        if shown:
-            thought = f"{thought.rstrip('.:;!? ')}; {shown}" if thought else shown[0].upper() + shown[1:]
-        out.append((thought, command))
-        for value in values_in(step.output) - method - known.keys():
-            known[value] = f"the output of step {i}"
-            printed[value] = (i, next((ln for ln in step.output.splitlines() if value in values_in(ln)), ""))
+        out.append((_without_strays(abstraction.render(thought), command, abstraction.shown), command))
+        for value in values_in(step.output) - method:
+            known.setdefault(value, f"the output of step {i}")
     return out, abstraction
-
-
-def _shown_where(command: str, abstraction: Abstraction, known: dict[str, str],
-                 printed: dict[str, tuple[int, str]]) -> str:
-    """For an edit, the output line that showed each value it writes, as placeholders ("step 1
-    printed `assert "OTHER_NAME" == "THIRD_NAME"`"): read against the task's own output, the line
-    says which of its values is which."""
-    _, written = _sed_sides(command, abstraction.shown)
-    values = {shown: value for value, shown in ((v, abstraction.render(s)) for v, s in abstraction.placeholders.items())}
-    clauses: list[str] = []
-    for placeholder in sorted(written):
-        step, line = printed.get(values[placeholder], (0, ""))
-        line = _GREP_PREFIX.sub("", line).strip()
-        if not line or "`" in line or len(line) > _LINE_MAX:
-            continue
-        # The line's other values are named in a copy and written "…": no placeholder of the recipe
-        # stands for two values, and no value of this one instance is written out.
-        text = abstraction.render(abstract_text(line, deepcopy(abstraction), known), unnamed="…")
-        clause = f"step {step} printed `{text}`"
-        if clause not in clauses:
-            clauses.append(clause)
-    return "; ".join(clauses)
 
 
 def _without_strays(thought: str, command: str, placeholders: set[str]) -> str:
