@@ -1,0 +1,116 @@
+"""Recipe texts side by side on the same tasks, none of them learning.
+
+A learning curve mixes two things: which run succeeded first in a family (its recipe is what
+the later runs are given) and how the summariser writes a recipe from it. This bench holds the
+first fixed: for each skill a kept store learned, it takes the run its latest version was
+summarised from and writes that run's recipe again with the summariser as it is now. The stored
+text and the rewritten one (and no skill at all) are then each given in context to the same
+held-out tasks of the skill's family, greedy, in the sandbox. A change to the summariser is
+measured on what it changes alone.
+
+    python -m bench.bench_learning --skill-mode context --conditions on --unstick --keep DIR
+    python -m bench.bench_recipes DIR/on --per-family 10 --unstick --workers 2
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections import Counter
+from functools import partial
+from pathlib import Path
+
+FORMS = ("none", "stored", "rewritten")
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("store", type=Path, help="a store folder (store.db beside artifacts/), such as bench_learning --keep DIR/on")
+    p.add_argument("--per-family", type=int, default=10, help="held-out tasks of each skill's family")
+    p.add_argument("--seed", type=int, default=0, help="which block of held-out tasks")
+    p.add_argument("--families", nargs="+", default=None, help="only the skills of these families (default: every one)")
+    p.add_argument("--forms", nargs="+", default=list(FORMS), choices=FORMS, help="which texts to give the tasks")
+    p.add_argument("--unstick", action="store_true", help="runs go back and redraw when stuck (agent.unstick)")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                   help="write each run's trajectory to DIR/FORM/TASK.json, to read what a form's runs did")
+    p.add_argument("--policy", type=Path, default=None, help="a trained policy folder instead of the default model")
+    p.add_argument("--models", type=Path, default=None, help="models folder (default HOME/models)")
+    return p.parse_args()
+
+
+def recipes(store) -> list[tuple[str, str, str, str]]:
+    """(family, skill name, stored text, rewritten text) for each skill summarised from a stored run."""
+    from skillgraft.evolve.learn.episode import load_episode
+    from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
+
+    summariser = OfflineSummariser(test_command="python3 -m pytest -q")
+    out = []
+    for version in store.latest_versions():
+        family = (version.frontmatter.get("metadata") or {}).get("family")
+        if not family or version.trajectory_id is None:
+            continue
+        episode = load_episode(store.trajectory_path(version.trajectory_id))
+        out.append((family, version.skill_name, version.text, summariser.summarise(episode, version.skill_name)))
+    return out
+
+
+def main() -> None:
+    args = parse()
+    from skillgraft.agent.episodes import EpisodeJob, LocalEpisodes
+    from skillgraft.agent.loadout import NOTHING, GivenSkill, make_loadout
+    from skillgraft.agent.models.factory import make_model
+    from skillgraft.agent.unstick import Unstick
+    from skillgraft.evolve.intervals import rate_text
+    from skillgraft.settings import load_settings
+    from skillgraft.skills.store import Store
+    from skillgraft.skillworld.default_model import ensure_policy
+    from skillgraft.skillworld.generate import HELDOUT_START, generate
+
+    if not (args.store / "store.db").is_file():
+        sys.exit(f"{args.store}: no store.db there (give the folder bench_learning --keep wrote, such as DIR/on)")
+    store = Store.at(args.store, embedder=lambda: None)
+    found = [r for r in recipes(store) if args.families is None or r[0] in args.families]
+    if not found:
+        sys.exit(f"{args.store}: no skill summarised from a stored run of a SkillWorld family"
+                 + (f" among {', '.join(args.families)}" if args.families else ""))
+    policy = args.policy or ensure_policy(args.models or load_settings().models, show_progress=False)
+    factory = partial(make_model, f"hf:{policy}")
+    model = factory()
+    first = HELDOUT_START + 60_000 + 1_000 * args.seed  # a block no session, validation or forgetting task comes from
+    unstick = Unstick() if args.unstick else None
+    jobs = []
+    for family, name, stored, rewritten in found:
+        same = stored == rewritten
+        print(f"\n--- {name} ({family}): " + ("the summariser writes it as stored" if same else "rewritten:"))
+        if not same:
+            print("".join(difflib.unified_diff(stored.splitlines(True), rewritten.splitlines(True), "stored", "rewritten", n=0)))
+        texts = {form: text for form, text in (("none", None), ("stored", stored), ("rewritten", rewritten))
+                 if form in args.forms}
+        for i in range(args.per_family):
+            task = generate(family, first + i).task()
+            for form, text in texts.items():
+                loadout = NOTHING if text is None else make_loadout(None, model, [GivenSkill.of_text(name, text)])
+                path = args.keep / form / f"{task.id}.json" if args.keep else None
+                jobs.append(EpisodeJob(task, loadout, path, tag=(family, form), unstick=unstick))
+    runner = LocalEpisodes(factory, args.workers)
+    solved, run = Counter(), Counter()
+    try:
+        for n, (job, result) in enumerate(runner.run_all(jobs), 1):
+            run[job.tag] += 1
+            solved[job.tag] += result.success
+            print(f"  [{n}/{len(jobs)}] {job.task.id} {job.tag[1]}: {'solved' if result.success else 'failed'}", flush=True)
+    finally:
+        runner.close()
+        store.close()
+    print(f"\nsolved, {args.per_family} held-out tasks per family, greedy" + (", going back when stuck" if unstick else ""))
+    print(f"{'family':<14}" + "".join(f"{form:>26}" for form in args.forms))
+    for family in sorted({f for f, *_ in found}):
+        print(f"{family:<14}" + "".join(f"{rate_text(solved[family, form], run[family, form]):>26}" for form in args.forms))
+    print(f"{'all':<14}" + "".join(
+        f"{rate_text(sum(solved[k] for k in run if k[1] == form), sum(run[k] for k in run if k[1] == form)):>26}"
+        for form in args.forms))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""bench_recipes: each skill's stored text beside the one the summariser writes now from the same run."""
+from __future__ import annotations
+
+import json
+
+from bench.bench_recipes import recipes
+from skillgraft.agent import prompts
+from skillgraft.evolve.learn.episode import load_episode
+from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
+from skillgraft.skills.store import Store
+
+STEPS = [
+    ("Run the tests.", "COLUMNS=150 python3 -m pytest -q --tb=no -rf | tail -n 2",
+     "FAILED tests/test_a.py::test_LIMIT - AssertionError: assert 'south' == 'weekly'\n1 failed in 0.01s"),
+    ("Find LIMIT.", 'grep -rn "LIMIT =" .', './a.py:4:LIMIT = "south"'),
+    ('The constant LIMIT is "south".', "sed -i '/LIMIT =/,/^$/s/south/weekly/' ./a.py", ""),
+    ("Check.", "python3 -m pytest -q", "1 passed"),
+    ("Done.", "submit", None),
+]
+
+
+def test_a_summarised_skill_is_written_again_from_the_run_it_came_from(tmp_path):
+    messages = [{"role": "system", "content": prompts.system_prompt()},
+                {"role": "user", "content": prompts.instance_prompt("The test suite fails. Fix the code.")}]
+    for thought, command, output in STEPS:
+        messages.append({"role": "assistant", "content": prompts.assistant_reply(thought, command)})
+        if output is not None:
+            messages.append({"role": "user", "content": prompts.observation(output, 0)})
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"format": "skillgraft-trajectory-1", "messages": messages,
+                               "info": {"task": {"id": "w1", "family": "wrong_word"}, "success": True}}))
+    fresh = OfflineSummariser(test_command="python3 -m pytest -q").summarise(load_episode(run), "wrong-word")
+    # the text an earlier summariser wrote from that run: the edit step without its reason
+    older = fresh.replace('3. The constant NAME is "OTHER_NAME": `sed', "3. Run: `sed")
+    assert older != fresh
+    with Store.at(tmp_path / "store", embedder=lambda: None) as store:
+        trajectory = store.add_trajectory(run, "w1", "wrong_word", "Submitted", 1.0, 0.0, 5, {}, [], [])
+        store.add_version("wrong-word", older, "summarised", trajectory_id=trajectory.id)
+        store.add_version("by-hand", "---\nname: by-hand\ndescription: Written by a person.\n---\nSteps.\n")
+        found = recipes(store)
+    # the skill written by hand came from no run and is left out
+    assert [(family, name) for family, name, _, _ in found] == [("wrong_word", "wrong-word")]
+    _, _, stored, rewritten = found[0]
+    assert stored == older and rewritten == fresh
