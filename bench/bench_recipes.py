@@ -34,6 +34,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--keep", type=Path, default=None, metavar="DIR",
                    help="write each run's trajectory to DIR/FORM/TASK.json, to read what a form's runs did")
+    p.add_argument("--out", type=Path, default=Path("bench/out"), help="where recipes.png (bars per family and form) goes")
     p.add_argument("--policy", type=Path, default=None, help="a trained policy folder instead of the default model")
     p.add_argument("--models", type=Path, default=None, help="models folder (default HOME/models)")
     return p.parse_args()
@@ -52,6 +53,40 @@ def recipes(store) -> list[tuple[str, str, str, str]]:
             continue
         episode = load_episode(store.trajectory_path(version.trajectory_id))
         out.append((family, version.skill_name, version.text, summariser.summarise(episode, version.skill_name)))
+    return out
+
+
+def plot_forms(cells: dict[str, dict[str, tuple[int, int]]], out: Path, title: str) -> Path:
+    """Bars per family, one per form, with 95% Wilson intervals: {family: {form: (solved, run)}}."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from skillgraft.evolve.intervals import wilson
+
+    families = sorted(cells)
+    forms = [form for form in FORMS if any(form in cells[f] for f in families)]
+    width = 0.8 / max(1, len(forms))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    for i, form in enumerate(forms):
+        present = [j for j, f in enumerate(families) if cells[f].get(form, (0, 0))[1]]  # no bar where not run
+        xs = [j + (i - (len(forms) - 1) / 2) * width for j in present]
+        got = [cells[families[j]][form] for j in present]
+        rates = [k / n if n else 0.0 for k, n in got]
+        bounds = [wilson(k, n) for k, n in got]
+        errors = [[r - lo for r, (lo, _) in zip(rates, bounds)], [hi - r for r, (_, hi) in zip(rates, bounds)]]
+        ax.bar(xs, rates, width, yerr=errors, capsize=3, label=form)
+    ax.set_xticks(range(len(families)), families)
+    ax.set_ylabel("solved (95% Wilson interval)")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(title, fontsize=9)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=len(forms), frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
     return out
 
 
@@ -107,6 +142,10 @@ def main() -> None:
     print(f"{'family':<14}" + "".join(f"{form:>26}" for form in args.forms))
     for family in sorted({f for f, *_ in found}):
         print(f"{family:<14}" + "".join(f"{rate_text(solved[family, form], run[family, form]):>26}" for form in args.forms))
+    png = plot_forms({f: {form: (solved[f, form], run[f, form]) for form in args.forms} for f, *_ in found},
+                     args.out / "recipes.png", f"each family's learned recipe in context, {args.per_family} held-out tasks per "
+                     "family, greedy" + (", going back when stuck" if unstick else ""))
+    print(f"bars: {png}")
     print(f"{'all':<14}" + "".join(
         f"{rate_text(sum(solved[k] for k in run if k[1] == form), sum(run[k] for k in run if k[1] == form)):>26}"
         for form in args.forms))

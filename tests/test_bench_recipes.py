@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from bench.bench_recipes import recipes
+from bench.bench_recipes import plot_forms, recipes
 from skillgraft.agent import prompts
 from skillgraft.evolve.learn.episode import load_episode
 from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
@@ -42,3 +42,10 @@ def test_a_summarised_skill_is_written_again_from_the_run_it_came_from(tmp_path)
     assert [(family, name) for family, name, _, _ in found] == [("wrong_word", "wrong-word")]
     _, _, stored, rewritten = found[0]
     assert stored == older and rewritten == fresh
+
+
+def test_the_bars_are_drawn_for_families_that_lack_a_form(tmp_path):
+    # the second family has no stored recipe: it gets no bar for it, and the plot is drawn all the same
+    cells = {"wrong_ratio": {"none": (8, 10), "stored": (10, 10)}, "wrong_sign": {"none": (1, 10)}}
+    png = plot_forms(cells, tmp_path / "bars" / "recipes.png", "two families")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
