@@ -143,7 +143,7 @@ def main() -> None:
     for family in sorted({f for f, *_ in found}):
         print(f"{family:<14}" + "".join(f"{rate_text(solved[family, form], run[family, form]):>26}" for form in args.forms))
     png = plot_forms({f: {form: (solved[f, form], run[f, form]) for form in args.forms} for f, *_ in found},
-                     args.out / "recipes.png", f"each family's learned recipe in context, {args.per_family} held-out tasks per "
+                     args.out / "recipes.png", f"each family's learned recipe in context\n{args.per_family} held-out tasks per "
                      "family, greedy" + (", going back when stuck" if unstick else ""))
     print(f"bars: {png}")
     print(f"{'all':<14}" + "".join(
