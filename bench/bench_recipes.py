@@ -73,7 +73,7 @@ def plot_forms(cells: dict[str, dict[str, tuple[int, int]]], out: Path, title: s
         present = [j for j, f in enumerate(families) if cells[f].get(form, (0, 0))[1]]  # no bar where not run
         xs = [j + (i - (len(forms) - 1) / 2) * width for j in present]
         got = [cells[families[j]][form] for j in present]
-        rates = [k / n if n else 0.0 for k, n in got]
+        rates = [k / n for k, n in got]
         bounds = [wilson(k, n) for k, n in got]
         errors = [[r - lo for r, (lo, _) in zip(rates, bounds)], [hi - r for r, (_, hi) in zip(rates, bounds)]]
         ax.bar(xs, rates, width, yerr=errors, capsize=3, label=form)
@@ -142,13 +142,13 @@ def main() -> None:
     print(f"{'family':<14}" + "".join(f"{form:>26}" for form in args.forms))
     for family in sorted({f for f, *_ in found}):
         print(f"{family:<14}" + "".join(f"{rate_text(solved[family, form], run[family, form]):>26}" for form in args.forms))
+    print(f"{'all':<14}" + "".join(
+        f"{rate_text(sum(solved[k] for k in run if k[1] == form), sum(run[k] for k in run if k[1] == form)):>26}"
+        for form in args.forms))
     png = plot_forms({f: {form: (solved[f, form], run[f, form]) for form in args.forms} for f, *_ in found},
                      args.out / "recipes.png", f"each family's learned recipe in context\n{args.per_family} held-out tasks per "
                      "family, greedy" + (", going back when stuck" if unstick else ""))
     print(f"bars: {png}")
-    print(f"{'all':<14}" + "".join(
-        f"{rate_text(sum(solved[k] for k in run if k[1] == form), sum(run[k] for k in run if k[1] == form)):>26}"
-        for form in args.forms))
 
 
 if __name__ == "__main__":
