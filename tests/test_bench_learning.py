@@ -10,7 +10,7 @@ def outcome(family: str, success: bool) -> TaskOutcome:
 
 
 def test_by_family_counts_solved_and_run_over_every_session():
-    first = SessionReport(1, 1, [outcome("wrong_sign", False), outcome("wrong_ratio", True)])
-    second = SessionReport(2, 2, [outcome("wrong_ratio", True), outcome("wrong_sign", True), outcome("wrong_word", False)])
-    assert by_family([first, second]) == {"wrong_ratio": (2, 2), "wrong_sign": (1, 2), "wrong_word": (0, 1)}
-    assert list(by_family([second])) == ["wrong_ratio", "wrong_sign", "wrong_word"]
+    first = SessionReport(1, 1, [outcome("wrong_sign", False), outcome("wrong_constant", True)])
+    second = SessionReport(2, 2, [outcome("wrong_constant", True), outcome("wrong_sign", True), outcome("wrong_word", False)])
+    assert by_family([first, second]) == {"wrong_constant": (2, 2), "wrong_sign": (1, 2), "wrong_word": (0, 1)}
+    assert list(by_family([second])) == ["wrong_constant", "wrong_sign", "wrong_word"]

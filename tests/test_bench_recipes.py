@@ -46,6 +46,6 @@ def test_a_summarised_skill_is_written_again_from_the_run_it_came_from(tmp_path)
 
 def test_the_bars_are_drawn_for_families_that_lack_a_form(tmp_path):
     # the second family has no stored recipe: it gets no bar for it, and the plot is drawn all the same
-    cells = {"wrong_ratio": {"none": (8, 10), "stored": (10, 10)}, "wrong_sign": {"none": (1, 10)}}
+    cells = {"wrong_word": {"none": (2, 10), "stored": (7, 10)}, "wrong_sign": {"none": (1, 10)}}
     png = plot_forms(cells, tmp_path / "bars" / "recipes.png", "two families")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
