@@ -58,17 +58,13 @@ def recipes(store) -> list[tuple[str, str, str, str]]:
 
 def plot_forms(cells: dict[str, dict[str, tuple[int, int]]], out: Path, title: str) -> Path:
     """Bars per family, one per form, with 95% Wilson intervals: {family: {form: (solved, run)}}."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     from skillgraft.evolve.intervals import wilson
+    from skillgraft.evolve.learn.curve import new_figure, save_png
 
     families = sorted(cells)
     forms = [form for form in FORMS if any(form in cells[f] for f in families)]
     width = 0.8 / max(1, len(forms))
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    fig, ax = new_figure()
     for i, form in enumerate(forms):
         present = [j for j, f in enumerate(families) if cells[f].get(form, (0, 0))[1]]  # no bar where not run
         xs = [j + (i - (len(forms) - 1) / 2) * width for j in present]
@@ -84,10 +80,7 @@ def plot_forms(cells: dict[str, dict[str, tuple[int, int]]], out: Path, title: s
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=len(forms), frameon=False)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return save_png(fig, out)
 
 
 def main() -> None:

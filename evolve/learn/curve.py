@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from skillgraft.evolve.intervals import SuccessRate
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 
@@ -19,16 +20,33 @@ class SessionPoint(SuccessRate):
     episodes: int
 
 
-def curves_figure(curves: Mapping[str, Sequence[SessionPoint]], title: str = "Success per session") -> "Figure":
-    """One line per condition (e.g. "learning on", "learning off") with shaded 95% intervals;
-    the caller saves the figure (a PNG file, SVG for a page) and closes it."""
+def new_figure() -> tuple["Figure", "Axes"]:
+    """A figure of the size every plot of the project has, drawn without a display."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display on servers; must precede pyplot
     import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(6.4, 4.0), dpi=120)
+
+
+def save_png(fig: "Figure", out: Path) -> Path:
+    """Writes the figure to `out` (its folder made) and closes it."""
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def curves_figure(curves: Mapping[str, Sequence[SessionPoint]], title: str = "Success per session") -> "Figure":
+    """One line per condition (e.g. "learning on", "learning off") with shaded 95% intervals;
+    the caller saves the figure (a PNG file, SVG for a page) and closes it."""
     from matplotlib.ticker import MaxNLocator
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    fig, ax = new_figure()
     for label, points in curves.items():
         if not points:
             continue
@@ -51,11 +69,4 @@ def curves_figure(curves: Mapping[str, Sequence[SessionPoint]], title: str = "Su
 
 
 def plot_curves(curves: Mapping[str, Sequence[SessionPoint]], out: Path, title: str = "Success per session") -> Path:
-    import matplotlib.pyplot as plt
-
-    fig = curves_figure(curves, title)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return save_png(curves_figure(curves, title), out)
