@@ -1,6 +1,7 @@
 """Can the policy use a skill in each form that learning gives it? Teacher-forced edit commands.
 
     python -m bench.bench_skill_forms [--policy DIR --hypernet DIR] [--per-family 3] [--families seen]
+                                      [--show-misses]
 
 Learning online hands the agent skills in forms its training never showed it: recipes the
 offline summariser induced from a run, compiled by the hypernetwork, folded into a global adapter.
@@ -10,6 +11,7 @@ the family's skill is
 
     none                    no skill at all
     shipped, in context     one of the family's hand-written SKILL.md paraphrases in the prompt
+                            (a drill whose values are drawn per task: written from the task's own)
     induced, in context     the offline summariser's recipe from one expert run of the family
     shipped, compiled       the shipped text compiled to a LoRA adapter, nothing in the prompt
     induced, compiled       the induced recipe compiled
@@ -20,7 +22,8 @@ the family's skill is
     global + induced, 1:1   the two at full weight each, as runs were given them before
 
 The induced recipes come from expert runs on a block of held-out seeds of their own, so no
-conversation is scored against a recipe made from itself.
+conversation is scored against a recipe made from itself. With --show-misses every missed
+command is printed with each wrong token as [guess|expert]: where a form goes wrong.
 """
 from __future__ import annotations
 
@@ -54,6 +57,8 @@ def main() -> None:
     ap.add_argument("--families", nargs="+", default=["seen"], help="families or groups (seen, skill-only, drill, all)")
     ap.add_argument("--alpha", type=float, default=0.5)
     ap.add_argument("--rank", type=int, default=16)
+    ap.add_argument("--show-misses", action="store_true",
+                    help="print every missed edit command, each wrong token as [guess|expert]")
     args = ap.parse_args()
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -65,7 +70,7 @@ def main() -> None:
     from skillgraft.skillworld import library
     from skillgraft.skillworld.dataset import record_steps
     from skillgraft.skillworld.default_model import ensure_hypernet, ensure_policy
-    from skillgraft.skillworld.edit_replay import edit_command_right
+    from skillgraft.skillworld.edit_replay import edit_command_guess
     from skillgraft.skillworld.expert import messages
     from skillgraft.skillworld.families import resolve
 
@@ -80,9 +85,14 @@ def main() -> None:
     compiler = Compiler.load(hypernet, policy)
 
     rng = random.Random(0)
-    shipped = {f: library.pick(f, rng) for f in families}
     induced = induced_recipes(families)
-    compiled_shipped = dict(zip(families, compiler.compile([shipped[f].body for f in families])))
+    compiled_texts: dict = {}  # skill text -> its compiled adapter
+
+    def compiled(text: str):
+        if text not in compiled_texts:
+            compiled_texts[text] = compiler.compile([text])[0]
+        return compiled_texts[text]
+
     compiled_induced = dict(zip(families, compiler.compile([induced[f] for f in families])))
     global_ = None
     for f in families:
@@ -92,11 +102,12 @@ def main() -> None:
     records = held_out_records(families, args.per_family)
     for record in records:
         f = record["family"]
+        shipped = library.pick(f, rng, record["seed"])  # a drill with drawn values: written for this task
         forms = {
             "none": ([], None),
-            "shipped, in context": ([(shipped[f].name, shipped[f].body)], None),
+            "shipped, in context": ([(shipped.name, shipped.body)], None),
             "induced, in context": ([(f.replace("_", "-"), induced[f])], None),
-            "shipped, compiled": ([], compiled_shipped[f]),
+            "shipped, compiled": ([], compiled(shipped.body)),
             "induced, compiled": ([], compiled_induced[f]),
             "global": ([], global_),
             "global + induced": ([], concat([global_, compiled_induced[f]], join_weights(True, 0, 1))),
@@ -105,7 +116,10 @@ def main() -> None:
         for form, (in_context, delta) in forms.items():
             # The thoughts are the ones the policy has with the skill text in view, or without it.
             conversation = messages(record_steps(record, bool(in_context)), in_context)
-            hits[form][f] += edit_command_right(model, tokenizer, conversation, delta)
+            right, shown = edit_command_guess(model, tokenizer, conversation, delta)
+            hits[form][f] += right
+            if args.show_misses and not right:
+                print(f"{f}, {form}: {shown}", flush=True)
 
     per = Counter(record["family"] for record in records)
     table = Table(title=f"edit command right, teacher-forced, {len(records)} held-out expert conversations")

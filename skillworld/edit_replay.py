@@ -75,8 +75,19 @@ def applied(model: Any, delta: LoraDelta | None):
 
 def edit_command_right(model: Any, tokenizer: Any, conversation: list[dict], delta: LoraDelta | None) -> bool:
     """One conversation's edit, replayed with `delta` applied to the model."""
+    return edit_command_guess(model, tokenizer, conversation, delta)[0]
+
+
+def edit_command_guess(model: Any, tokenizer: Any, conversation: list[dict], delta: LoraDelta | None) -> tuple[bool, str]:
+    """(right, the command as the model guessed it): each token the model would have written
+    otherwise shown as [guess|expert]."""
+    replay = edit_replay(tokenizer, conversation)
     with applied(model, delta):
-        return edit_right(model, edit_replay(tokenizer, conversation))
+        guess = edit_guess(model, replay)
+    expert = [replay.ids[i] for i in replay.command]
+    shown = "".join(tokenizer.decode([e]) if g == e else f"[{tokenizer.decode([g])}|{tokenizer.decode([e])}]"
+                    for g, e in zip(guess, expert))
+    return guess == expert, shown.strip()
 
 
 @dataclass
@@ -108,5 +119,5 @@ class EditReplayEvaluator:
         return scores
 
 
-__all__ = ["EditReplay", "EditReplayEvaluator", "applied", "edit_command_right", "edit_guess", "edit_replay",
+__all__ = ["EditReplay", "EditReplayEvaluator", "applied", "edit_command_right", "edit_command_guess", "edit_guess", "edit_replay",
            "edit_right"]

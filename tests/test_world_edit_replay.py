@@ -10,7 +10,7 @@ import torch
 from skillgraft.evolve.cycleqd.candidate import Candidate
 from skillgraft.hypernet.lora import LowRank
 from skillgraft.skillworld.dataset import episode_record, record_steps
-from skillgraft.skillworld.edit_replay import EditReplayEvaluator, applied, edit_command_right, edit_guess, edit_replay
+from skillgraft.skillworld.edit_replay import EditReplayEvaluator, applied, edit_command_guess, edit_command_right, edit_guess, edit_replay
 from skillgraft.skillworld.episodes import run_episodes
 from skillgraft.skillworld.expert import messages
 from skillgraft.skillworld.generate import generate
@@ -95,3 +95,18 @@ def test_the_evaluator_scores_each_task_by_its_own_conversations(tiny):
     assert scores == expected == [1.0, 0.0, 1.0, 0.0] and evaluator.calls == 4
     with pytest.raises(ValueError, match="no conversations: none"):
         EditReplayEvaluator({"none": []}, model, tokenizer)
+
+
+def test_a_guessed_command_shows_each_wrong_token_beside_the_experts(tiny):
+    model, tokenizer, conversations = tiny
+    replay = edit_replay(tokenizer, conversations[0])
+    expert = tokenizer.decode([replay.ids[i] for i in replay.command]).strip()
+    right, shown = edit_command_guess(model, tokenizer, conversations[0], None)
+    assert right and shown == expert  # the taught model makes the edit: nothing to mark
+    loud = _delta(model, 3.0, seed=1)
+    right, shown = edit_command_guess(model, tokenizer, conversations[0], loud)
+    with applied(model, loud):
+        guess = edit_guess(model, replay)
+    wrong = sum(g != replay.ids[i] for g, i in zip(guess, replay.command))
+    assert not right and wrong > 0 and shown.count("|") - expert.count("|") == wrong
+    assert right == edit_command_right(model, tokenizer, conversations[0], loud)
