@@ -85,29 +85,25 @@ def main() -> None:
     compiler = Compiler.load(hypernet, policy)
 
     rng = random.Random(0)
+    records = held_out_records(families, args.per_family)
+    # One paraphrase per conversation; a drill whose values are drawn per task gets one written for that task.
+    shipped = [library.pick(record["family"], rng, record["seed"]) for record in records]
+    texts = list(dict.fromkeys(skill.body for skill in shipped))
+    compiled_shipped = dict(zip(texts, compiler.compile(texts)))
     induced = induced_recipes(families)
-    compiled_texts: dict = {}  # skill text -> its compiled adapter
-
-    def compiled(text: str):
-        if text not in compiled_texts:
-            compiled_texts[text] = compiler.compile([text])[0]
-        return compiled_texts[text]
-
     compiled_induced = dict(zip(families, compiler.compile([induced[f] for f in families])))
     global_ = None
     for f in families:
         global_, _ = combine(global_, compiled_induced[f], EmaConfig(alpha=args.alpha, rank=args.rank))
 
     hits: dict = defaultdict(lambda: defaultdict(int))
-    records = held_out_records(families, args.per_family)
-    for record in records:
+    for record, skill in zip(records, shipped):
         f = record["family"]
-        shipped = library.pick(f, rng, record["seed"])  # a drill with drawn values: written for this task
         forms = {
             "none": ([], None),
-            "shipped, in context": ([(shipped.name, shipped.body)], None),
+            "shipped, in context": ([(skill.name, skill.body)], None),
             "induced, in context": ([(f.replace("_", "-"), induced[f])], None),
-            "shipped, compiled": ([], compiled(shipped.body)),
+            "shipped, compiled": ([], compiled_shipped[skill.body]),
             "induced, compiled": ([], compiled_induced[f]),
             "global": ([], global_),
             "global + induced": ([], concat([global_, compiled_induced[f]], join_weights(True, 0, 1))),
