@@ -7,6 +7,7 @@ targets     which modules of a base model get adapters
 encoder     frozen skill-text encoders (MiniLM, base-model hidden states)
 lexicon     a skill's own tokens read by the base model (the lexical channel)
 hypernetwork  chunk vectors → A, B for every target module
+memory      a skill's commands written into down_proj in closed form (key → next token)
 apply       generated adapters on a frozen base through forward hooks (training)
 objectives  stage-1 and stage-2 examples
 evaluate    held-out loss with/without adapter and skill text

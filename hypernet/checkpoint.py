@@ -3,6 +3,7 @@
     hypernet.safetensors   the hypernetwork's weights
     hypernet.json          config, target modules, base model name and fingerprint, training summary
     train_state.pt         optimizer, step, RNG and data split, only needed to resume training
+    memory.json            optional: a command memory that compiling adds (hypernet.memory)
 
 The checkpoint id is a content hash of the weights and of what shapes their meaning (config,
 targets, base fingerprint), so two folders with the same weights share an id and any training
@@ -21,6 +22,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from skillgraft.hypernet.hypernetwork import HypernetConfig, Hypernetwork
+from skillgraft.hypernet.memory import SPEC as MEMORY
 from skillgraft.hypernet.targets import TargetSpec
 
 WEIGHTS = "hypernet.safetensors"
@@ -40,16 +42,18 @@ class CheckpointMeta:
         return {"config": self.config.to_dict(), "spec": self.spec.to_dict(), "fingerprint": self.fingerprint}
 
 
-def _folder(path: str | Path) -> Path:
+def checkpoint_folder(path: str | Path) -> Path:
     path = Path(path)
     return path.parent if path.name in (WEIGHTS, META) else path
 
 
 def checkpoint_id(path: str | Path) -> str:
-    folder = _folder(path)
+    folder = checkpoint_folder(path)
     digest = hashlib.sha256((folder / WEIGHTS).read_bytes())
     identity = meta_from_json(json.loads((folder / META).read_text())).identity()
     digest.update(json.dumps(identity, sort_keys=True).encode())
+    if (folder / MEMORY).is_file():  # a command memory changes what every skill compiles to
+        digest.update((folder / MEMORY).read_bytes())
     return "hn-" + digest.hexdigest()[:16]
 
 
@@ -101,14 +105,14 @@ def save_checkpoint(net: Hypernetwork, meta: CheckpointMeta, out_dir: str | Path
 
 
 def read_meta(path: str | Path) -> CheckpointMeta:
-    folder = _folder(path)
+    folder = checkpoint_folder(path)
     if not (folder / META).is_file():
         raise FileNotFoundError(f"{folder} is not a hypernetwork checkpoint (no {META})")
     return meta_from_json(json.loads((folder / META).read_text()))
 
 
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tuple[Hypernetwork, CheckpointMeta]:
-    folder = _folder(path)
+    folder = checkpoint_folder(path)
     meta = read_meta(folder)
     net = Hypernetwork(meta.config, meta.spec)
     net.load_state_dict(load_file(str(folder / WEIGHTS)))
@@ -116,5 +120,5 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tup
 
 
 def load_train_state(path: str | Path) -> dict | None:
-    state = _folder(path) / TRAIN_STATE
+    state = checkpoint_folder(path) / TRAIN_STATE
     return torch.load(state, weights_only=False) if state.is_file() else None

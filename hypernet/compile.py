@@ -3,6 +3,9 @@
     compiler = Compiler.load(checkpoint_dir, base_config)      # base on `meta` is enough
     [delta] = compiler.compile([skill_text])
     compiler.compile_to_dir(skill_text, out_dir)               # PEFT folder + fingerprint + checkpoint id
+
+A checkpoint with a command memory (hypernet.memory) adds the memory's down_proj adapter to
+each skill's: the compiled ΔW is their sum.
 """
 from __future__ import annotations
 
@@ -12,11 +15,12 @@ from typing import Any
 
 import torch
 
-from skillgraft.hypernet.checkpoint import CheckpointMeta, checkpoint_id, initial_id, load_checkpoint
+from skillgraft.hypernet.checkpoint import CheckpointMeta, checkpoint_folder, checkpoint_id, initial_id, load_checkpoint
 from skillgraft.hypernet.encoder import SkillEncoder
 from skillgraft.hypernet.hypernetwork import HypernetConfig, Hypernetwork, factors_to_deltas
 from skillgraft.hypernet.lexicon import encoder_for, load_reading_base
-from skillgraft.hypernet.lora import LoraDelta
+from skillgraft.hypernet.lora import LoraDelta, concat
+from skillgraft.hypernet.memory import SPEC as MEMORY_SPEC, CommandMemory, load_memory
 from skillgraft.hypernet.peft_io import BaseMismatchError, adapter_files, model_fingerprint, save_adapter
 from skillgraft.hypernet.targets import find_targets, meta_model
 
@@ -30,11 +34,13 @@ def _base_name(model: torch.nn.Module, given: str | None) -> str | None:
 
 
 class Compiler:
-    def __init__(self, net: Hypernetwork, meta: CheckpointMeta, encoder: SkillEncoder, checkpoint_id: str):
+    def __init__(self, net: Hypernetwork, meta: CheckpointMeta, encoder: SkillEncoder, checkpoint_id: str,
+                 memory: CommandMemory | None = None):
         self.net = net.eval()
         self.meta = meta
         self.encoder = encoder
         self.checkpoint_id = checkpoint_id
+        self.memory = memory
 
     @classmethod
     def load(
@@ -54,8 +60,8 @@ class Compiler:
         `base_config` is a transformers config, a model folder, or a model (a `meta`-device one
         will do). With `checkpoint=None` the hypernetwork is freshly initialised from `config`
         (seeded), which compiles every skill to ΔW = 0. The "base-hidden" encoder and a lexical
-        hypernetwork also need the real `base_model` and its `tokenizer`; a lexical one loads them
-        from the folder `base_config` names when they are not given.
+        hypernetwork also need the real `base_model` and its `tokenizer`; a lexical one, or one
+        with a command memory, loads them from the folder `base_config` names when not given.
         """
         model = meta_model(base_config)
         fingerprint = model_fingerprint(model)
@@ -77,12 +83,14 @@ class Compiler:
             ckpt_id = checkpoint_id(checkpoint)
             if base_model_name:
                 meta.base_model_name = base_model_name
-        if meta.config.lexical_targets and base_model is None:
+        has_memory = checkpoint is not None and (checkpoint_folder(checkpoint) / MEMORY_SPEC).is_file()
+        if (meta.config.lexical_targets or has_memory) and base_model is None:
             base_model, tokenizer = load_reading_base(base_config)
         encoder = encoder_for(meta.config, base_model, tokenizer)
         if encoder.dim != meta.config.encoder_dim:
             raise ValueError(f"encoder {encoder.name} gives {encoder.dim}-d vectors, the hypernetwork expects {meta.config.encoder_dim}")
-        return cls(net.to(device), meta, encoder, ckpt_id)
+        memory = load_memory(checkpoint_folder(checkpoint), base_model, tokenizer) if has_memory else None
+        return cls(net.to(device), meta, encoder, ckpt_id, memory)
 
     @property
     def device(self) -> torch.device:
@@ -96,13 +104,17 @@ class Compiler:
         if any(not t.strip() for t in texts):
             raise ValueError("cannot compile an empty skill text")
         encoded = self.encoder.encode(list(texts)).to(self.device)
-        return factors_to_deltas(self.net(encoded))
+        deltas = factors_to_deltas(self.net(encoded))
+        if self.memory is None:
+            return deltas
+        return [concat([delta, written]) for delta, written in zip(deltas, self.memory.write(texts))]
 
     def _described(self, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
         return dict(
             base_model_name=self.meta.base_model_name,
             fingerprint=self.meta.fingerprint,
-            target_modules=list(self.meta.config.target_modules),
+            # the memory's modules by their paths: it fills a band of layers, not every down_proj
+            target_modules=list(self.meta.config.target_modules) + (self.memory.modules() if self.memory else []),
             hypernet_ckpt=self.checkpoint_id,
             metadata={"kind": "compiled", "rank": self.meta.config.rank, **dict(metadata or {})},
         )

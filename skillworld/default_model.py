@@ -172,6 +172,8 @@ def merge_adapter(base_dir: Path, adapter_dir: Path, out: Path) -> Path:
 
 HYPERNET_DIR = "skillworld-hypernet"  # a hypernetwork trained here, preferred to the shipped one
 HYPERNET_RECIPE = "recipe.json"  # beside hypernet.json: the recipe digest and the policy it was trained for
+MEMORY_LAYERS = tuple(range(23, 28))  # the band of the policy's 30 layers that holds a compiled skill's commands
+MEMORY_REFERENCE = 12  # expert conversations the memory's moments are read from
 
 
 def hypernet_texts(records: list[dict], seed: int = 0) -> list[str]:
@@ -221,6 +223,24 @@ def hypernet_trajectories(records: list[dict], seed: int = 0, edit_weight: float
     return out
 
 
+def write_memory(folder: Path, policy: Path, records: list[dict]) -> Path:
+    """Gives the hypernetwork in `folder` its command memory (hypernet.memory), with moments read
+    off the expert's clean runs of the seen families, a family at a time."""
+    from transformers import AutoTokenizer
+
+    from skillgraft.hypernet.memory import save_memory_spec
+    from skillgraft.skillworld.dataset import record_steps
+    from skillgraft.skillworld.expert import messages
+    from skillgraft.skillworld.families import resolve
+    from skillgraft.skillworld.policy.lora_policy import encode
+
+    runs = [[r for r in records if r["family"] == f and not r.get("mistake")] for f in resolve(["seen"])]
+    picked = [rs[i] for i in range(MEMORY_REFERENCE) for rs in runs if i < len(rs)][:MEMORY_REFERENCE]
+    tokenizer = AutoTokenizer.from_pretrained(policy)
+    reference = [encode(tokenizer, messages(record_steps(r, False), []), 2048)[0] for r in picked]
+    return save_memory_spec(folder, MEMORY_LAYERS, reference)
+
+
 def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: bool = True) -> Path:
     """Trains the default hypernetwork (both stages) against the default model into out (default:
     the models folder's own copy, then preferred to the shipped one); returns the stage-2 folder."""
@@ -241,6 +261,7 @@ def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: 
     stage2 = replace(config, steps=HYPERNET.stage2_steps, init_from=str(stage1.out_dir))
     done = target / "stage2"
     train_stage2(str(policy), hypernet_trajectories(records, HYPERNET.seed, HYPERNET.edit_weight), done, stage2)
+    write_memory(done, policy, records)
     weights = weights_digest(adapter, "adapter_model.safetensors")
     base = read_manifest(ensure_base(BASE, models_dir)) or {}
     (done / HYPERNET_RECIPE).write_text(json.dumps({

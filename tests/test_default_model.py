@@ -28,6 +28,8 @@ def test_the_shipped_artifacts_are_small_and_record_their_recipe_and_base():
     assert policy["metadata"]["base"] == "smollm2-135m" and policy["metadata"]["base_gguf"].startswith("sha256:")
     hypernet = json.loads((SHIPPED / "hypernet" / "recipe.json").read_text())
     assert hypernet["policy_adapter"] == default_model.weights_digest(SHIPPED / "policy", "adapter_model.safetensors")
+    memory = json.loads((SHIPPED / "hypernet" / "memory.json").read_text())  # as train_hypernet writes it
+    assert memory["layers"] == list(default_model.MEMORY_LAYERS) and len(memory["reference"]) == default_model.MEMORY_REFERENCE
 
 
 def test_the_shipped_artifacts_match_the_current_recipe(models_dir):
@@ -85,6 +87,11 @@ def test_the_default_model_is_assembled_once_and_takes_a_compiled_skill(models_d
     assert (folder / default_model.MERGED).stat().st_mtime_ns == stamp
     compiler = Compiler.load(ensure_hypernet(models_dir), str(folder))
     adapter = compiler.compile_to_dir(for_family("wrong_boolean")[0].body, models_dir / "compiled")
+    # the skill's commands are written into the memory's band of down_proj modules, and only there
+    written = compiler.memory.modules()
+    assert written == [f"model.layers.{i}.mlp.down_proj" for i in default_model.MEMORY_LAYERS]
+    targets = json.loads((adapter / "adapter_config.json").read_text())["target_modules"]
+    assert set(written) <= set(targets) and "down_proj" not in targets
     model = make_model("skillworld", models_dir=models_dir, max_new_tokens=8)
     model.load_adapter(adapter)
     model.unload_adapter()

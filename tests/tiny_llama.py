@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def build_tiny_llama(folder: Path, corpus: Sequence[str], *, vocab_size: int = 300, max_positions: int = 2048,
-                     chat_template: str | None = None) -> Path:
+                     chat_template: str | None = None, intermediate_size: int = 64) -> Path:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -22,7 +22,7 @@ def build_tiny_llama(folder: Path, corpus: Sequence[str], *, vocab_size: int = 3
     if chat_template:
         fast.chat_template = chat_template
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+    config = LlamaConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=intermediate_size, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=max_positions,
                          bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id)
     LlamaForCausalLM(config).save_pretrained(folder)

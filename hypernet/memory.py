@@ -1,0 +1,182 @@
+"""A skill's commands written into the base model's weights in closed form: a key-value memory.
+
+The hypernetwork's adapters carry what a skill is about and some of its literals, but a small
+policy that sees the old value in front of it tends to write it again where the skill's new
+one goes. The memory writes the skill's commands themselves. For every token inside a
+backticked span of the skill (`sed -i 's/ or / and /' FILE`), the base model's MLP input at
+that token in a band of layers is a key, and the output embedding of the token that follows is
+its value; each layer's `down_proj` gets the ΔW that maps every key to its value exactly and
+moves typical inputs least: keys whitened by the second moment C of the layer's inputs over
+reference conversations (as rank-one model editing does),
+
+    ΔW = V (Kᵀ C⁻¹ K + ρ)⁻¹ Kᵀ C⁻¹,   a LoRA with B = V (Kᵀ C⁻¹ K + ρ)⁻¹ and A = Kᵀ C⁻¹.
+
+When the agent's own command reaches the same few tokens (`s/ or /`), the layer's input is
+close to the key and the value raises the token the skill wrote next (` and`). Placeholders
+(NAME, FILE: words of three or more capitals) are never written as values: the agent fills
+them from its task. No training: one forward pass of the base over the skill text.
+
+    moments = LayerMoments.measure(model, reference_ids, layers)
+    memory = CommandMemory(model, tokenizer, moments)
+    [delta] = memory.write([skill_text])          # LoraDelta over the band's down_proj modules
+
+A hypernetwork checkpoint holds a memory when its folder has `memory.json` (the band, the scale,
+the ridge and the reference token ids, written by `save_memory_spec`); its Compiler then adds the
+memory's adapter to every compiled skill.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from skillgraft.hypernet.lora import LoraDelta, LowRank
+from skillgraft.hypernet.targets import find_targets
+
+_SPAN = re.compile(r"`([^`\n]+)`")
+_PLACEHOLDER = re.compile(r"\b[A-Z][A-Z_0-9]{2,}\b")
+KIND = "down_proj"
+SPEC = "memory.json"  # in a hypernetwork checkpoint's folder
+
+
+def code_pairs(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """The text's token ids and (position, next token id) for each token of a backticked span
+    whose next token lies in the same span and is no part of a placeholder."""
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = enc["input_ids"], enc["offset_mapping"]
+    spans = [(m.start(1), m.end(1)) for m in _SPAN.finditer(text)]
+    holes = [(m.start(), m.end()) for m in _PLACEHOLDER.finditer(text)]
+
+    def span_of(start: int) -> int | None:
+        return next((k for k, (a, b) in enumerate(spans) if a <= start < b), None)
+
+    pairs = []
+    for t in range(len(ids) - 1):
+        here, there = span_of(offsets[t][0]), span_of(offsets[t + 1][0])
+        if here is None or here != there:
+            continue
+        if any(a < offsets[t + 1][1] and offsets[t + 1][0] < b for a, b in holes):
+            continue
+        pairs.append((t, ids[t + 1]))
+    return ids, pairs
+
+
+def _layer_modules(model: torch.nn.Module, layers: Sequence[int]) -> dict[int, tuple[str, torch.nn.Module]]:
+    spec = find_targets(model, (KIND,))
+    modules = dict(model.named_modules())
+    by_layer = {m.layer: (m.path, modules[m.path]) for m in spec.modules}
+    missing = [layer for layer in layers if layer not in by_layer]
+    if missing:
+        raise ValueError(f"the base model has no {KIND} in layers {missing} (it has {spec.n_layers} layers)")
+    return {layer: by_layer[layer] for layer in layers}
+
+
+@torch.no_grad()
+def read_layers(model: torch.nn.Module, ids: Sequence[int], layers: Sequence[int]) -> tuple[dict[int, Tensor], Tensor]:
+    """{layer: the down_proj inputs at every token (T, in)} and the residual norms (layers+1, T)."""
+    modules = _layer_modules(model, layers)
+    seen: dict[int, Tensor] = {}
+    handles = [module.register_forward_hook(lambda _m, args, _o, layer=layer: seen.__setitem__(layer, args[0][0].float()))
+               for layer, (_, module) in modules.items()]
+    try:
+        device = next(model.parameters()).device
+        out = model(input_ids=torch.tensor([list(ids)], device=device), output_hidden_states=True)
+    finally:
+        for handle in handles:
+            handle.remove()
+    norms = torch.stack([h[0].float().norm(dim=-1) for h in out.hidden_states])
+    return {layer: seen[layer].cpu() for layer in layers}, norms.cpu()
+
+
+@dataclass
+class LayerMoments:
+    """Per layer of the band: the second moment of down_proj's inputs and the mean norm of the
+    residual stream after the layer, over reference token sequences."""
+
+    second: dict[int, Tensor]
+    norm: dict[int, float]
+
+    @classmethod
+    def measure(cls, model: torch.nn.Module, sequences: Sequence[Sequence[int]], layers: Sequence[int]) -> "LayerMoments":
+        if not sequences:
+            raise ValueError("the memory's moments need at least one reference sequence")
+        second: dict[int, Tensor] = {}
+        norm_sum, count = torch.zeros(0), 0
+        for ids in sequences:
+            inputs, norms = read_layers(model, ids, layers)
+            for layer, x in inputs.items():
+                x = x.double()
+                second[layer] = second.get(layer, 0) + x.T @ x
+            norm_sum = norms.sum(1) if count == 0 else norm_sum + norms.sum(1)
+            count += len(ids)
+        return cls({layer: s / count for layer, s in second.items()},
+                   {layer: float(norm_sum[layer + 1] / count) for layer in layers})
+
+
+class CommandMemory:
+    """Writes skills' code spans into the down_proj of the moments' layers (see the module)."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, moments: LayerMoments, *,
+                 scale: float = 1.0, ridge: float = 0.3, shrink: float = 0.01):
+        self.model, self.tokenizer, self.moments = model, tokenizer, moments
+        self.scale, self.ridge = scale, ridge
+        self.layers = sorted(moments.second)
+        self.paths = {layer: path for layer, (path, _) in _layer_modules(model, self.layers).items()}
+        head = model.get_output_embeddings() or model.get_input_embeddings()
+        self.unembedding = head.weight.detach().float().cpu()
+        # C⁻¹ with a little of the identity mixed in: the moments are read off a few thousand tokens.
+        self.inverse = {}
+        for layer, c in moments.second.items():
+            eye = torch.eye(c.shape[0], dtype=c.dtype)
+            self.inverse[layer] = torch.linalg.inv(c + shrink * c.diagonal().mean() * eye)
+
+    def modules(self) -> list[str]:
+        """The paths of the modules the memory writes."""
+        return [self.paths[layer] for layer in self.layers]
+
+    def write(self, texts: Sequence[str]) -> list[LoraDelta]:
+        return [self._write_one(text) for text in texts]
+
+    def _write_one(self, text: str) -> LoraDelta:
+        ids, pairs = code_pairs(self.tokenizer, text)
+        if not pairs:
+            return {}
+        inputs, _ = read_layers(self.model, ids, self.layers)
+        targets = torch.stack([self.unembedding[y] / self.unembedding[y].norm() for _, y in pairs]).double().T
+        delta: LoraDelta = {}
+        for layer in self.layers:
+            keys = inputs[layer][[t for t, _ in pairs]].double().T  # (in, n)
+            whitened = self.inverse[layer] @ keys
+            gram = keys.T @ whitened
+            gram = gram + self.ridge * gram.diagonal().mean() * torch.eye(gram.shape[0], dtype=gram.dtype)
+            values = targets * (self.scale * self.moments.norm[layer] / len(self.layers))
+            delta[self.paths[layer]] = LowRank(B=(values @ torch.linalg.inv(gram)).float(), A=whitened.T.float())
+        return delta
+
+
+def save_memory_spec(folder: str | Path, layers: Sequence[int], reference: Sequence[Sequence[int]], *,
+                     scale: float = 1.0, ridge: float = 0.3) -> Path:
+    """Gives the checkpoint in `folder` a memory: its compiler writes skills' commands into the
+    down_proj of `layers`, moments read off the `reference` token sequences when it loads."""
+    if not layers or not reference:
+        raise ValueError("a memory needs at least one layer and one reference sequence")
+    path = Path(folder) / SPEC
+    path.write_text(json.dumps({"layers": [int(x) for x in layers], "scale": scale, "ridge": ridge,
+                                "reference": [[int(i) for i in ids] for ids in reference]}))
+    return path
+
+
+def load_memory(folder: str | Path, model: torch.nn.Module, tokenizer: Any) -> CommandMemory | None:
+    """The memory of the checkpoint in `folder` for `model`, or None when it has none."""
+    path = Path(folder) / SPEC
+    if not path.is_file():
+        return None
+    spec = json.loads(path.read_text())
+    moments = LayerMoments.measure(model, spec["reference"], spec["layers"])
+    return CommandMemory(model, tokenizer, moments, scale=spec["scale"], ridge=spec["ridge"])

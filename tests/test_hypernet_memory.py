@@ -1,0 +1,107 @@
+"""The command memory: a skill's code spans written into down_proj in closed form."""
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from skillgraft.hypernet.apply import generated_lora
+from skillgraft.hypernet.memory import CommandMemory, LayerMoments, code_pairs, read_layers
+from tests.tiny_llama import build_tiny_llama
+
+SKILL = ("# Or where and is needed\n\nFind the line with ` or ` in NAME, then join the bounds with and: "
+         "`sed -i 's/ or / and /' FILE` and run `python3 -m pytest -q` again.\n")
+CORPUS = ["Run the tests first and read the failing line.", "grep -rn 'def name(' . prints the file and its code."]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    folder = build_tiny_llama(tmp_path_factory.mktemp("tiny") / "base", [SKILL, *CORPUS] * 4, intermediate_size=256)
+    return AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+
+
+def _reference(tok) -> list[list[int]]:
+    """Token sequences for the moments: more tokens than down_proj has inputs, as C needs."""
+    g = torch.Generator().manual_seed(0)
+    return [torch.randint(3, len(tok), (100,), generator=g).tolist() for _ in range(30)]
+
+
+def test_pairs_stay_inside_code_spans_and_never_write_a_placeholder(tiny):
+    _, tok = tiny
+    ids, pairs = code_pairs(tok, SKILL)
+    written = tok.decode([y for _, y in pairs])
+    assert "and" in written and "pytest" in written
+    assert "FILE" not in written and "NAME" not in written and "bounds" not in written
+    for t, y in pairs:
+        assert ids[t + 1] == y
+
+
+def _greedy(model, ids, delta=None):
+    factors = {path: (lr.A[None], lr.B[None]) for path, lr in (delta or {}).items()}
+    with torch.no_grad(), generated_lora(model, factors):
+        return model(torch.tensor([ids])).logits[0].argmax(-1).tolist()
+
+
+def test_the_memory_makes_the_model_write_each_span_token_and_stays_quiet_elsewhere(tiny):
+    model, tok = tiny
+    ids, pairs = code_pairs(tok, SKILL)
+    memory = CommandMemory(model, tok, LayerMoments.measure(model, _reference(tok), [1]), scale=2.0)
+    [delta] = memory.write([SKILL])
+    assert set(delta) == {"model.layers.1.mlp.down_proj"}
+    lr = delta["model.layers.1.mlp.down_proj"]
+    assert lr.rank == len(pairs)
+
+    before, after = _greedy(model, ids), _greedy(model, ids, delta)
+    recalled = sum(after[t] == y for t, y in pairs) / len(pairs)
+    known = sum(before[t] == y for t, y in pairs) / len(pairs)
+    assert recalled >= 0.8 and known <= 0.3  # the random tiny model knows none of the commands
+    # What the memory adds to the layer's output: the value at each key, far less at a token of
+    # the prose that no span holds (a random two-layer model's keys are mostly the token itself).
+    inputs, _ = read_layers(model, ids, [1])
+    added = (inputs[1] @ lr.A.T @ lr.B.T).norm(dim=-1)
+    keys = [t for t, _ in pairs]
+    in_spans = {ids[t] for t in keys}
+    elsewhere = [t for t in range(len(ids)) if ids[t] not in in_spans and (t == 0 or ids[t - 1] not in in_spans)]
+    assert len(elsewhere) >= 20
+    assert float(added[elsewhere].mean()) < 0.4 * float(added[keys].mean())
+
+
+def test_a_text_without_code_writes_nothing_and_a_missing_layer_is_named(tiny):
+    model, tok = tiny
+    reference = _reference(tok)
+    memory = CommandMemory(model, tok, LayerMoments.measure(model, reference, [0]))
+    assert memory.write(["No commands here, only words."]) == [{}]
+    with pytest.raises(ValueError, match="no down_proj in layers \\[5\\]"):
+        LayerMoments.measure(model, reference, [5])
+
+
+def test_a_checkpoint_with_a_memory_compiles_both_into_one_peft_adapter(tiny, tmp_path):
+    from peft import PeftModel
+
+    from skillgraft.hypernet.checkpoint import checkpoint_id, save_checkpoint
+    from skillgraft.hypernet.compile import Compiler
+    from skillgraft.hypernet.hypernetwork import HypernetConfig
+    from skillgraft.hypernet.memory import save_memory_spec
+
+    model, tok = tiny
+    folder = tmp_path / "base"
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    fresh = Compiler.load(None, folder, config=HypernetConfig(hidden=32, embed_dim=8, rank=2))
+    ckpt = tmp_path / "hypernet"
+    without = save_checkpoint(fresh.net, fresh.meta, ckpt)
+    save_memory_spec(ckpt, [1], _reference(tok), scale=2.0)
+    assert checkpoint_id(ckpt) != without  # compiled adapters cached under the old id are not reused
+
+    compiler = Compiler.load(ckpt, folder)
+    [delta] = compiler.compile([SKILL])
+    assert {"model.layers.0.self_attn.q_proj", "model.layers.1.mlp.down_proj"} <= set(delta)
+    assert "model.layers.0.mlp.down_proj" not in delta
+    out = compiler.compile_to_dir(SKILL, tmp_path / "adapter")
+
+    ids, pairs = code_pairs(tok, SKILL)
+    with torch.no_grad():
+        peft = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(folder), out).eval()
+        guess = peft(torch.tensor([ids])).logits[0].argmax(-1).tolist()
+    assert guess == _greedy(model, ids, delta)  # PEFT computes what the compiled ΔW does
+    assert sum(guess[t] == y for t, y in pairs) / len(pairs) >= 0.8
