@@ -109,12 +109,16 @@ class Compiler:
             return deltas
         return [concat([delta, written]) for delta, written in zip(deltas, self.memory.write(texts))]
 
+    def target_modules(self) -> list[str]:
+        """What a compiled adapter wraps: the hypernetwork's module kinds, and the memory's modules by
+        their paths (it fills a band of layers, not every down_proj)."""
+        return list(self.meta.config.target_modules) + (self.memory.modules() if self.memory else [])
+
     def _described(self, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
         return dict(
             base_model_name=self.meta.base_model_name,
             fingerprint=self.meta.fingerprint,
-            # the memory's modules by their paths: it fills a band of layers, not every down_proj
-            target_modules=list(self.meta.config.target_modules) + (self.memory.modules() if self.memory else []),
+            target_modules=self.target_modules(),
             hypernet_ckpt=self.checkpoint_id,
             metadata={"kind": "compiled", "rank": self.meta.config.rank, **dict(metadata or {})},
         )
