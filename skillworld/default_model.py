@@ -223,21 +223,23 @@ def hypernet_trajectories(records: list[dict], seed: int = 0, edit_weight: float
     return out
 
 
-def write_memory(folder: Path, policy: Path, records: list[dict]) -> Path:
+def write_memory(folder: Path, policy: Path) -> Path:
     """Gives the hypernetwork in `folder` its command memory (hypernet.memory), with moments read
-    off the expert's clean runs of the seen families, a family at a time."""
+    off the expert's runs of the seen families on training seeds 0 and 1, a family at a time."""
     from transformers import AutoTokenizer
 
     from skillgraft.hypernet.memory import save_memory_spec
-    from skillgraft.skillworld.dataset import record_steps
+    from skillgraft.skillworld.dataset import episode_record, record_steps
+    from skillgraft.skillworld.episodes import run_episodes
     from skillgraft.skillworld.expert import messages
     from skillgraft.skillworld.families import resolve
+    from skillgraft.skillworld.generate import generate
     from skillgraft.skillworld.policy.lora_policy import encode
 
-    runs = [[r for r in records if r["family"] == f and not r.get("mistake")] for f in resolve(["seen"])]
-    picked = [rs[i] for i in range(MEMORY_REFERENCE) for rs in runs if i < len(rs)][:MEMORY_REFERENCE]
+    tasks = [generate(f, seed) for seed in range(2) for f in resolve(["seen"])][:MEMORY_REFERENCE]
+    records = [episode_record(ep) for ep in run_episodes(tasks)]
     tokenizer = AutoTokenizer.from_pretrained(policy)
-    reference = [encode(tokenizer, messages(record_steps(r, False), []), 2048)[0] for r in picked]
+    reference = [encode(tokenizer, messages(record_steps(r, False), []), 2048)[0] for r in records]
     return save_memory_spec(folder, MEMORY_LAYERS, reference)
 
 
@@ -261,7 +263,7 @@ def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: 
     stage2 = replace(config, steps=HYPERNET.stage2_steps, init_from=str(stage1.out_dir))
     done = target / "stage2"
     train_stage2(str(policy), hypernet_trajectories(records, HYPERNET.seed, HYPERNET.edit_weight), done, stage2)
-    write_memory(done, policy, records)
+    write_memory(done, policy)
     weights = weights_digest(adapter, "adapter_model.safetensors")
     base = read_manifest(ensure_base(BASE, models_dir)) or {}
     (done / HYPERNET_RECIPE).write_text(json.dumps({

@@ -111,3 +111,18 @@ def test_the_default_model_solves_the_demo_task_in_a_sandbox(models_dir):
     task = load_task(Path(__file__).parents[1] / "examples" / "tasks" / "skillworld-inverted-comparison.yaml")
     result = run_task(task, model, sandbox="docker")
     assert result.success and result.exit_status == "Submitted" and result.steps == 5, (result.exit_status, result.patch)
+
+
+def test_the_shipped_memory_is_what_write_memory_writes(models_dir, tmp_path):
+    """The same twelve expert runs, tokenised alike; only pytest's timings ("in 0.05s") may differ."""
+    import re
+
+    from transformers import AutoTokenizer
+
+    policy = ensure_policy(models_dir, show_progress=False)
+    ours = json.loads(default_model.write_memory(tmp_path, policy).read_text())
+    shipped = json.loads((SHIPPED / "hypernet" / "memory.json").read_text())
+    assert {k: v for k, v in ours.items() if k != "reference"} == {k: v for k, v in shipped.items() if k != "reference"}
+    tokenizer = AutoTokenizer.from_pretrained(policy)
+    untimed = [[re.sub(r" in [0-9.]+s", "", tokenizer.decode(ids)) for ids in d["reference"]] for d in (ours, shipped)]
+    assert untimed[0] == untimed[1]
