@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,8 +83,15 @@ def read_layers(model: torch.nn.Module, ids: Sequence[int], layers: Sequence[int
     """{layer: the down_proj inputs at every token (T, in)} and the residual norms (layers+1, T)."""
     modules = _layer_modules(model, layers)
     seen: dict[int, Tensor] = {}
-    handles = [module.register_forward_hook(lambda _m, args, _o, layer=layer: seen.__setitem__(layer, args[0][0].float()))
-               for layer, (_, module) in modules.items()]
+    reader = threading.get_ident()  # hooks fire for every forward: keep only this thread's own
+
+    def keep(layer: int):
+        def hook(_module, args, _output):
+            if threading.get_ident() == reader:
+                seen[layer] = args[0][0].float()
+        return hook
+
+    handles = [module.register_forward_hook(keep(layer)) for layer, (_, module) in modules.items()]
     try:
         device = next(model.parameters()).device
         out = model(input_ids=torch.tensor([list(ids)], device=device), output_hidden_states=True)

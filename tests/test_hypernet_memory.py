@@ -105,3 +105,24 @@ def test_a_checkpoint_with_a_memory_compiles_both_into_one_peft_adapter(tiny, tm
         guess = peft(torch.tensor([ids])).logits[0].argmax(-1).tolist()
     assert guess == _greedy(model, ids, delta)  # PEFT computes what the compiled ΔW does
     assert sum(guess[t] == y for t, y in pairs) / len(pairs) >= 0.8
+
+
+def test_a_read_is_not_disturbed_by_other_threads_running_the_same_model(tiny):
+    """Runs compile skills on two threads at once, with one base model for reading."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    model, tok = tiny
+    ids, _ = code_pairs(tok, SKILL)
+    alone, _ = read_layers(model, ids, [1])
+    other = torch.randint(3, len(tok), (1, 400), generator=torch.Generator().manual_seed(1))
+
+    def busy() -> None:
+        with torch.no_grad():
+            for _ in range(30):
+                model(other)
+
+    with ThreadPoolExecutor(2) as pool:
+        noise = pool.submit(busy)
+        reads = [pool.submit(read_layers, model, ids, [1]) for _ in range(30)]
+        noise.result()
+        assert all(torch.equal(r.result()[0][1], alone[1]) for r in reads)
