@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -61,7 +62,9 @@ def main() -> None:
 
     models_dir = load_settings().models
     checkpoint = args.hypernet or ensure_hypernet(models_dir)
+    started = time.perf_counter()
     compiler = Compiler.load(checkpoint, ensure_policy(models_dir))
+    loading = time.perf_counter() - started
     if compiler.memory is None:
         raise SystemExit(f"the hypernetwork {checkpoint} has no command memory ({SPEC})")
     model, tokenizer, own = compiler.memory.model, compiler.memory.tokenizer, compiler.memory
@@ -79,7 +82,14 @@ def main() -> None:
     rng = random.Random(0)
     bodies = [library.pick(r["family"], rng, r["seed"]).body for r in records]
     texts = list(dict.fromkeys(bodies))
+    started = time.perf_counter()
     hypernet = dict(zip(texts, bare.compile(texts)))
+    alone = time.perf_counter() - started
+    started = time.perf_counter()
+    compiler.compile(texts)
+    both = time.perf_counter() - started
+    print(f"compiling {len(texts)} skill texts: the hypernetwork alone {alone:.2f} s, with the memory {both:.2f} s "
+          f"({both / alone:.1f}x); loading the compiler, the memory's moments included, {loading:.1f} s")
 
     def measure(name: str, delta_of) -> None:
         hits: dict = defaultdict(int)
