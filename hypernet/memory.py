@@ -94,7 +94,8 @@ def read_layers(model: torch.nn.Module, ids: Sequence[int], layers: Sequence[int
     handles = [module.register_forward_hook(keep(layer)) for layer, (_, module) in modules.items()]
     try:
         device = next(model.parameters()).device
-        out = model(input_ids=torch.tensor([list(ids)], device=device), output_hidden_states=True)
+        backbone = getattr(model, "base_model", model)  # the vocabulary projection is not read
+        out = backbone(input_ids=torch.tensor([list(ids)], device=device), output_hidden_states=True)
     finally:
         for handle in handles:
             handle.remove()
