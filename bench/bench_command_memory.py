@@ -1,7 +1,8 @@
 """Does writing a skill's commands into the weights (hypernet.memory) make a compiled skill carry
 its edit? Teacher-forced edit commands, as bench_skill_forms measures them.
 
-    python -m bench.bench_command_memory [--families skill-only drill_number ...] [--per-family 5]
+    skillgraft world memory DIR        # the default hypernetwork with a command memory
+    python -m bench.bench_command_memory --hypernet DIR [--families skill-only drill_number ...] [--per-family 5]
                                          [--layers 23-27] [--scales 1.0] [--show-misses]
 
 For each held-out expert conversation, the family's shipped skill text (a drill's written for
@@ -66,7 +67,8 @@ def main() -> None:
     compiler = Compiler.load(checkpoint, ensure_policy(models_dir))
     loading = time.perf_counter() - started
     if compiler.memory is None:
-        raise SystemExit(f"the hypernetwork {checkpoint} has no command memory ({SPEC})")
+        raise SystemExit(f"the hypernetwork {checkpoint} has no command memory ({SPEC}): make a copy with one by "
+                         "`skillgraft world memory DIR` and give --hypernet DIR")
     model, tokenizer, own = compiler.memory.model, compiler.memory.tokenizer, compiler.memory
     started = time.perf_counter()
     load_memory(Path(checkpoint), model, tokenizer)  # timed again on its own: moments and their inverses

@@ -13,8 +13,8 @@ reference conversations (as rank-one model editing does),
 
 When the agent's own command reaches the same few tokens (`s/ or /`), the layer's input is
 close to the key and the value raises the token the skill wrote next (` and`). Placeholders
-(NAME, FILE: words of three or more capitals) are never written as values: the agent fills
-them from its task. No training: one forward pass of the base over the skill text.
+(NAME, FILE, A: words in capitals) are never written as values: the agent fills them
+from its task. No training: one forward pass of the base over the skill text.
 
     moments = LayerMoments.measure(model, reference_ids, layers)
     memory = CommandMemory(model, tokenizer, moments)
@@ -41,7 +41,7 @@ from skillgraft.hypernet.lora import LoraDelta, LowRank
 from skillgraft.hypernet.targets import find_targets
 
 _SPAN = re.compile(r"`([^`\n]+)`")
-_PLACEHOLDER = re.compile(r"\b[A-Z][A-Z_0-9]{2,}\b")
+_PLACEHOLDER = re.compile(r"\b[A-Z][A-Z_0-9]*\b")  # NAME, FILE, and one-letter ones such as A and B
 KIND = "down_proj"
 SPEC = "memory.json"  # in a hypernetwork checkpoint's folder
 

@@ -172,7 +172,7 @@ def merge_adapter(base_dir: Path, adapter_dir: Path, out: Path) -> Path:
 
 HYPERNET_DIR = "skillworld-hypernet"  # a hypernetwork trained here, preferred to the shipped one
 HYPERNET_RECIPE = "recipe.json"  # beside hypernet.json: the recipe digest and the policy it was trained for
-MEMORY_LAYERS = tuple(range(23, 28))  # the band of the policy's 30 layers that holds a compiled skill's commands
+MEMORY_LAYERS = tuple(range(23, 28))  # `world memory`: the band of the policy's 30 layers that holds a skill's commands
 MEMORY_REFERENCE = 12  # expert conversations the memory's moments are read from
 
 
@@ -263,7 +263,6 @@ def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: 
     stage2 = replace(config, steps=HYPERNET.stage2_steps, init_from=str(stage1.out_dir))
     done = target / "stage2"
     train_stage2(str(policy), hypernet_trajectories(records, HYPERNET.seed, HYPERNET.edit_weight), done, stage2)
-    write_memory(done, policy)
     weights = weights_digest(adapter, "adapter_model.safetensors")
     base = read_manifest(ensure_base(BASE, models_dir)) or {}
     (done / HYPERNET_RECIPE).write_text(json.dumps({

@@ -28,8 +28,7 @@ def test_the_shipped_artifacts_are_small_and_record_their_recipe_and_base():
     assert policy["metadata"]["base"] == "smollm2-135m" and policy["metadata"]["base_gguf"].startswith("sha256:")
     hypernet = json.loads((SHIPPED / "hypernet" / "recipe.json").read_text())
     assert hypernet["policy_adapter"] == default_model.weights_digest(SHIPPED / "policy", "adapter_model.safetensors")
-    memory = json.loads((SHIPPED / "hypernet" / "memory.json").read_text())  # as train_hypernet writes it
-    assert memory["layers"] == list(default_model.MEMORY_LAYERS) and len(memory["reference"]) == default_model.MEMORY_REFERENCE
+    assert not (SHIPPED / "hypernet" / "memory.json").exists()  # the command memory is opt-in: `world memory`
 
 
 def test_the_shipped_artifacts_match_the_current_recipe(models_dir):
@@ -86,12 +85,8 @@ def test_the_default_model_is_assembled_once_and_takes_a_compiled_skill(models_d
     assert ensure_policy(models_dir, show_progress=False) == folder
     assert (folder / default_model.MERGED).stat().st_mtime_ns == stamp
     compiler = Compiler.load(ensure_hypernet(models_dir), str(folder))
+    assert compiler.memory is None
     adapter = compiler.compile_to_dir(for_family("wrong_boolean")[0].body, models_dir / "compiled")
-    # the skill's commands are written into the memory's band of down_proj modules, and only there
-    written = compiler.memory.modules()
-    assert written == [f"model.layers.{i}.mlp.down_proj" for i in default_model.MEMORY_LAYERS]
-    targets = json.loads((adapter / "adapter_config.json").read_text())["target_modules"]
-    assert set(written) <= set(targets) and "down_proj" not in targets
     model = make_model("skillworld", models_dir=models_dir, max_new_tokens=8)
     model.load_adapter(adapter)
     model.unload_adapter()
@@ -113,16 +108,29 @@ def test_the_default_model_solves_the_demo_task_in_a_sandbox(models_dir):
     assert result.success and result.exit_status == "Submitted" and result.steps == 5, (result.exit_status, result.patch)
 
 
-def test_the_shipped_memory_is_what_write_memory_writes(models_dir, tmp_path):
-    """The same twelve expert runs, tokenised alike; only pytest's timings ("in 0.05s") may differ."""
-    import re
+def test_world_memory_gives_a_copy_of_the_hypernetwork_a_command_memory(models_dir, tmp_path):
+    from typer.testing import CliRunner
 
-    from transformers import AutoTokenizer
+    from skillgraft.cli import app
+    from skillgraft.hypernet.compile import Compiler
+    from skillgraft.skillworld.library import for_family
 
-    policy = ensure_policy(models_dir, show_progress=False)
-    ours = json.loads(default_model.write_memory(tmp_path, policy).read_text())
-    shipped = json.loads((SHIPPED / "hypernet" / "memory.json").read_text())
-    assert {k: v for k, v in ours.items() if k != "reference"} == {k: v for k, v in shipped.items() if k != "reference"}
-    tokenizer = AutoTokenizer.from_pretrained(policy)
-    untimed = [[re.sub(r" in [0-9.]+s", "", tokenizer.decode(ids)) for ids in d["reference"]] for d in (ours, shipped)]
-    assert untimed[0] == untimed[1]
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "models").symlink_to(models_dir)
+    out = tmp_path / "with-memory"
+    result = CliRunner().invoke(app, ["world", "memory", str(out), "--home", str(home)])
+    assert result.exit_code == 0, result.output
+    spec = json.loads((out / "memory.json").read_text())
+    assert spec["layers"] == list(default_model.MEMORY_LAYERS) and len(spec["reference"]) == default_model.MEMORY_REFERENCE
+    assert not (SHIPPED / "hypernet" / "memory.json").exists()
+
+    compiler = Compiler.load(out, str(ensure_policy(models_dir, show_progress=False)))
+    adapter = compiler.compile_to_dir(for_family("wrong_boolean")[0].body, tmp_path / "compiled")
+    # the skill's commands are written into the memory's band of down_proj modules, and only there
+    written = compiler.memory.modules()
+    assert written == [f"model.layers.{i}.mlp.down_proj" for i in default_model.MEMORY_LAYERS]
+    targets = json.loads((adapter / "adapter_config.json").read_text())["target_modules"]
+    assert set(written) <= set(targets) and "down_proj" not in targets
+    again = CliRunner().invoke(app, ["world", "memory", str(out), "--home", str(home)])
+    assert again.exit_code == 2 and "not empty" in again.output
