@@ -83,13 +83,14 @@ class Compiler:
             ckpt_id = checkpoint_id(checkpoint)
             if base_model_name:
                 meta.base_model_name = base_model_name
-        has_memory = checkpoint is not None and (checkpoint_folder(checkpoint) / MEMORY_SPEC).is_file()
-        if (meta.config.lexical_targets or has_memory) and base_model is None:
+        folder = None if checkpoint is None else checkpoint_folder(checkpoint)
+        memory_at = folder if folder is not None and (folder / MEMORY_SPEC).is_file() else None
+        if (meta.config.lexical_targets or memory_at is not None) and base_model is None:
             base_model, tokenizer = load_reading_base(base_config)
         encoder = encoder_for(meta.config, base_model, tokenizer)
         if encoder.dim != meta.config.encoder_dim:
             raise ValueError(f"encoder {encoder.name} gives {encoder.dim}-d vectors, the hypernetwork expects {meta.config.encoder_dim}")
-        memory = load_memory(checkpoint_folder(checkpoint), base_model, tokenizer) if has_memory else None
+        memory = load_memory(memory_at, base_model, tokenizer) if memory_at is not None else None
         return cls(net.to(device), meta, encoder, ckpt_id, memory)
 
     @property
