@@ -52,7 +52,7 @@ def main() -> None:
 
     from skillgraft.hypernet.compile import Compiler
     from skillgraft.hypernet.lora import concat
-    from skillgraft.hypernet.memory import SPEC, CommandMemory, LayerMoments, load_memory
+    from skillgraft.hypernet.memory import SPEC, CommandMemory, LayerMoments
     from skillgraft.settings import load_settings
     from skillgraft.skillworld import library
     from skillgraft.skillworld.dataset import record_steps
@@ -70,11 +70,10 @@ def main() -> None:
         raise SystemExit(f"the hypernetwork {checkpoint} has no command memory ({SPEC}): make a copy with one by "
                          "`skillgraft world memory DIR` and give --hypernet DIR")
     model, tokenizer, own = compiler.memory.model, compiler.memory.tokenizer, compiler.memory
-    started = time.perf_counter()
-    load_memory(Path(checkpoint), model, tokenizer)  # timed again on its own: moments and their inverses
-    memory_loading = time.perf_counter() - started
-    spec = json.loads((Path(checkpoint) / SPEC).read_text())
-    moments = own.moments if not args.layers else LayerMoments.measure(model, spec["reference"], band(args.layers))
+    moments = own.moments
+    if args.layers:  # another band: moments read off the memory's own reference conversations
+        reference = json.loads((Path(checkpoint) / SPEC).read_text())["reference"]
+        moments = LayerMoments.measure(model, reference, band(args.layers))
     memories = {f"scale {own.scale}, layers {own.layers[0]}-{own.layers[-1]}": own}
     for scale in args.scales or ([own.scale] if args.layers else []):
         layers = sorted(moments.second)
@@ -94,8 +93,7 @@ def main() -> None:
     compiler.memory.write(texts)
     writing = time.perf_counter() - started
     print(f"compiling {len(texts)} skill texts: the hypernetwork {alone:.2f} s, the memory's writing {writing:.2f} s more "
-          f"({(alone + writing) / alone:.2f}x); loading the compiler {loading:.1f} s, "
-          f"of which the memory's moments and their inverses {memory_loading:.1f} s")
+          f"({(alone + writing) / alone:.2f}x); loading the compiler, the memory's moments included, {loading:.1f} s")
 
     def measure(name: str, delta_of) -> None:
         hits: dict = defaultdict(int)

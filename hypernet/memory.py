@@ -116,13 +116,14 @@ class LayerMoments:
         if not sequences:
             raise ValueError("the memory's moments need at least one reference sequence")
         second: dict[int, Tensor] = {}
-        norm_sum, count = torch.zeros(0), 0
+        norm_sum = torch.zeros(())  # broadcasts to one entry per hidden state
+        count = 0
         for ids in sequences:
             inputs, norms = read_layers(model, ids, layers)
             for layer, x in inputs.items():
                 x = x.double()
                 second[layer] = second.get(layer, 0) + x.T @ x
-            norm_sum = norms.sum(1) if count == 0 else norm_sum + norms.sum(1)
+            norm_sum = norm_sum + norms.sum(1)
             count += len(ids)
         return cls({layer: s / count for layer, s in second.items()},
                    {layer: float(norm_sum[layer + 1] / count) for layer in layers})
