@@ -173,6 +173,8 @@ def make_loadout(
                            "a replay). Compiled skills and adapters need a local model (hf:<path>); use skill mode context.")
     if compiling and compiler is None:
         raise LoadoutError(f"skill mode {mode.value} needs a hypernetwork to compile skills; use skill mode context")
+    if compiler is not None and mode.in_context:  # the text is in the prompt: no command memory
+        compiler = compiler.beside_text()
     parts = [AdapterPart.stored(store, head)] if store is not None and head is not None else []
     parts += [AdapterPart.folder(p) for p in adapters]
     for skill in given if compiling else ():

@@ -47,12 +47,14 @@ def checkpoint_folder(path: str | Path) -> Path:
     return path.parent if path.name in (WEIGHTS, META) else path
 
 
-def checkpoint_id(path: str | Path) -> str:
+def checkpoint_id(path: str | Path, *, memory: bool = True) -> str:
+    """The checkpoint's identity: its weights, its meta's identity and (unless `memory` is False)
+    its command memory's spec."""
     folder = checkpoint_folder(path)
     digest = hashlib.sha256((folder / WEIGHTS).read_bytes())
     identity = meta_from_json(json.loads((folder / META).read_text())).identity()
     digest.update(json.dumps(identity, sort_keys=True).encode())
-    if (folder / MEMORY).is_file():  # a command memory changes what every skill compiles to
+    if memory and (folder / MEMORY).is_file():  # a command memory changes what every skill compiles to
         digest.update((folder / MEMORY).read_bytes())
     return "hn-" + digest.hexdigest()[:16]
 

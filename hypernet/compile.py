@@ -35,12 +35,21 @@ def _base_name(model: torch.nn.Module, given: str | None) -> str | None:
 
 class Compiler:
     def __init__(self, net: Hypernetwork, meta: CheckpointMeta, encoder: SkillEncoder, checkpoint_id: str,
-                 memory: CommandMemory | None = None):
+                 memory: CommandMemory | None = None, text_id: str | None = None):
         self.net = net.eval()
         self.meta = meta
         self.encoder = encoder
         self.checkpoint_id = checkpoint_id
         self.memory = memory
+        self._text_id = text_id or checkpoint_id  # the checkpoint's id without its memory
+
+    def beside_text(self) -> "Compiler":
+        """The compiler for skills whose text the prompt shows too: the hypernetwork alone. A
+        command memory's keys are the skill's own tokens, so beside the text in the prompt it
+        fires on the text itself and disturbs the policy's reading of it."""
+        if self.memory is None:
+            return self
+        return Compiler(self.net, self.meta, self.encoder, self._text_id)
 
     @classmethod
     def load(
@@ -71,7 +80,7 @@ class Compiler:
             meta = CheckpointMeta(cfg, spec, _base_name(model, base_model_name), fingerprint)
             torch.manual_seed(seed)
             net = Hypernetwork(cfg, spec)
-            ckpt_id = initial_id(meta, seed)
+            ckpt_id = text_id = initial_id(meta, seed)
         else:
             net, meta = load_checkpoint(checkpoint, device)
             if meta.fingerprint != fingerprint:
@@ -81,6 +90,7 @@ class Compiler:
                     "train a hypernetwork for this base model first."
                 )
             ckpt_id = checkpoint_id(checkpoint)
+            text_id = checkpoint_id(checkpoint, memory=False)
             if base_model_name:
                 meta.base_model_name = base_model_name
         folder = None if checkpoint is None else checkpoint_folder(checkpoint)
@@ -91,7 +101,7 @@ class Compiler:
         if encoder.dim != meta.config.encoder_dim:
             raise ValueError(f"encoder {encoder.name} gives {encoder.dim}-d vectors, the hypernetwork expects {meta.config.encoder_dim}")
         memory = load_memory(memory_at, base_model, tokenizer) if memory_at is not None else None
-        return cls(net.to(device), meta, encoder, ckpt_id, memory)
+        return cls(net.to(device), meta, encoder, ckpt_id, memory, text_id)
 
     @property
     def device(self) -> torch.device:

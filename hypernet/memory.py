@@ -42,16 +42,29 @@ from skillgraft.hypernet.targets import find_targets
 
 _SPAN = re.compile(r"`([^`\n]+)`")
 _PLACEHOLDER = re.compile(r"\b[A-Z][A-Z_0-9]*\b")  # NAME, FILE, and one-letter ones such as A and B
+# A sed substitution's two sides; the `s` follows a quote, a slash or a space, never a word (tests/).
+_SUBSTITUTION = re.compile(r"(?<![\w.])s/((?:[^/\\]|\\.)*)/((?:[^/\\]|\\.)*)/")
+_PLACEHOLDER_HEAD = re.compile(r"\b[A-Z][A-Z_0-9]*")  # also KEY in KEYs
 KIND = "down_proj"
 SPEC = "memory.json"  # in a hypernetwork checkpoint's folder
 
 
+def is_literal_edit(span: str) -> bool:
+    """Whether a command changes code by a literal the task cannot show: a substitution whose two
+    sides differ in more than placeholders (`s/ or / and /`, `s/"KEY"]/"KEYs"]/`). A template
+    (`s/HELPER(B, A)/HELPER(A, B)/`, `s/NAME = OLD/NAME = NEW/`) is filled from the task, and the
+    commands every skill shares (running the tests, grep) the policy already knows."""
+    def shape(side: str) -> str:
+        return _PLACEHOLDER_HEAD.sub("□", side)
+    return any(shape(m.group(1)) != shape(m.group(2)) for m in _SUBSTITUTION.finditer(span))
+
+
 def code_pairs(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, int]]]:
-    """The text's token ids and (position, next token id) for each token of a backticked span
-    whose next token lies in the same span and is no part of a placeholder."""
+    """The text's token ids and (position, next token id) for each token of a backticked literal
+    edit (is_literal_edit) whose next token lies in the same span and is no part of a placeholder."""
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = enc["input_ids"], enc["offset_mapping"]
-    spans = [(m.start(1), m.end(1)) for m in _SPAN.finditer(text)]
+    spans = [(m.start(1), m.end(1)) for m in _SPAN.finditer(text) if is_literal_edit(m.group(1))]
     holes = [(m.start(), m.end()) for m in _PLACEHOLDER.finditer(text)]
 
     def span_of(start: int) -> int | None:

@@ -6,7 +6,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from skillgraft.hypernet.apply import generated_lora
-from skillgraft.hypernet.memory import CommandMemory, LayerMoments, code_pairs, read_layers
+from skillgraft.hypernet.memory import CommandMemory, LayerMoments, code_pairs, is_literal_edit, read_layers
 from tests.tiny_llama import build_tiny_llama
 
 SKILL = ("# Or where and is needed\n\nFind the line with ` or ` in NAME, then join the bounds with and: "
@@ -26,11 +26,21 @@ def _reference(tok) -> list[list[int]]:
     return [torch.randint(3, len(tok), (100,), generator=g).tolist() for _ in range(30)]
 
 
-def test_pairs_stay_inside_code_spans_and_never_write_a_placeholder(tiny):
+def test_only_literal_edits_are_written_never_templates_or_shared_commands():
+    assert is_literal_edit("sed -i '/def NAME(/,/^$/s/ or / and /' FILE")
+    assert is_literal_edit("sed -i 's/\"KEY\"]/\"KEYs\"]/' FILE")  # the s is the skill's, KEY the task's
+    assert not is_literal_edit("sed -i '/def NAME(/,/^$/s/HELPER(B, A)/HELPER(A, B)/' FILE")
+    assert not is_literal_edit("sed -i 's/NAME = OLD/NAME = NEW/' FILE")
+    assert not is_literal_edit("COLUMNS=150 python3 -m pytest -q --tb=no -rf | tail -n 2")
+    assert not is_literal_edit("cat tests/test_a.py")
+
+
+def test_pairs_stay_inside_literal_edits_and_never_write_a_placeholder(tiny):
     _, tok = tiny
     ids, pairs = code_pairs(tok, SKILL)
     written = tok.decode([y for _, y in pairs])
-    assert "and" in written and "pytest" in written
+    assert "and" in written and "-i" in written
+    assert "pytest" not in written  # a command every skill shares: the policy knows it
     assert "FILE" not in written and "NAME" not in written and "bounds" not in written
     for t, y in pairs:
         assert ids[t + 1] == y
@@ -105,6 +115,40 @@ def test_a_checkpoint_with_a_memory_compiles_both_into_one_peft_adapter(tiny, tm
         guess = peft(torch.tensor([ids])).logits[0].argmax(-1).tolist()
     assert guess == _greedy(model, ids, delta)  # PEFT computes what the compiled ΔW does
     assert sum(guess[t] == y for t, y in pairs) / len(pairs) >= 0.8
+
+    # Beside the skill's text in the prompt, the skill compiles without the memory, under the
+    # checkpoint's id without it: the memory's keys would fire on the text itself.
+    beside = compiler.beside_text()
+    assert beside.checkpoint_id == without and beside.memory is None
+    [plain] = beside.compile([SKILL])
+    assert set(plain) == set(delta) - {"model.layers.1.mlp.down_proj"}
+
+
+def test_a_loadout_leaves_the_memory_out_where_the_prompt_shows_the_text(tiny, tmp_path):
+    from skillgraft.agent.loadout import GivenSkill, make_loadout
+    from skillgraft.agent.models.hf_model import HFModel
+    from skillgraft.hypernet.checkpoint import save_checkpoint
+    from skillgraft.hypernet.compile import Compiler
+    from skillgraft.hypernet.hypernetwork import HypernetConfig
+    from skillgraft.hypernet.memory import save_memory_spec
+    from skillgraft.hypernet.peft_io import load_adapter
+
+    model, tok = tiny
+    folder = tmp_path / "base"
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    fresh = Compiler.load(None, folder, config=HypernetConfig(hidden=32, embed_dim=8, rank=2))
+    save_checkpoint(fresh.net, fresh.meta, tmp_path / "hypernet")
+    save_memory_spec(tmp_path / "hypernet", [1], _reference(tok))
+    compiler = Compiler.load(tmp_path / "hypernet", folder)
+    skill = GivenSkill.of_body("or-and", SKILL)
+    written = {}
+    for mode in ("parametric", "both"):
+        loadout = make_loadout(None, HFModel(folder), [skill], mode, compiler=compiler, cache=tmp_path / "cache")
+        assert loadout.adapter_dir is not None
+        written[mode] = set(load_adapter(loadout.adapter_dir)[0])
+    assert "model.layers.1.mlp.down_proj" in written["parametric"]
+    assert written["both"] == written["parametric"] - {"model.layers.1.mlp.down_proj"}
 
 
 def test_a_read_is_not_disturbed_by_other_threads_running_the_same_model(tiny):
