@@ -33,7 +33,7 @@ def compiled_adapter(store: AdapterStore, compiler: SkillCompiler, version: Skil
     rank = max(ranks(delta).values())
     return store.add_adapter(
         files, kind="skill", base_fingerprint=compiler.meta.fingerprint or "unknown", rank=rank, alpha=rank,
-        target_modules=compiler.target_modules(),
+        target_modules=compiler.target_modules(delta),
         provenance={"skill_version_id": version.id, "hypernet_ckpt": compiler.checkpoint_id},
         skill_version_id=version.id, hypernet_ckpt=compiler.checkpoint_id,
     )

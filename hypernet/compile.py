@@ -120,26 +120,28 @@ class Compiler:
             return deltas
         return [concat([delta, written]) for delta, written in zip(deltas, self.memory.write(texts))]
 
-    def target_modules(self) -> list[str]:
+    def target_modules(self, delta: LoraDelta | None = None) -> list[str]:
         """What a compiled adapter wraps: the hypernetwork's module kinds, and the memory's modules by
-        their paths (it fills a band of layers, not every down_proj)."""
-        return list(self.meta.config.target_modules) + (self.memory.modules() if self.memory else [])
+        their paths (it fills a band of layers, not every down_proj), those `delta` holds where given
+        (a skill with no literal edit writes none)."""
+        written = self.memory.modules() if self.memory else []
+        return list(self.meta.config.target_modules) + [m for m in written if delta is None or m in delta]
 
-    def _described(self, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    def _described(self, delta: LoraDelta, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
         return dict(
             base_model_name=self.meta.base_model_name,
             fingerprint=self.meta.fingerprint,
-            target_modules=self.target_modules(),
+            target_modules=self.target_modules(delta),
             hypernet_ckpt=self.checkpoint_id,
             metadata={"kind": "compiled", "rank": self.meta.config.rank, **dict(metadata or {})},
         )
 
     def files(self, delta: LoraDelta, metadata: Mapping[str, Any] | None = None) -> dict[str, bytes]:
         """The adapter folder's files for one compiled delta, in memory (for the store to write once)."""
-        return adapter_files(delta, **self._described(metadata))
+        return adapter_files(delta, **self._described(delta, metadata))
 
     def save(self, delta: LoraDelta, out_dir: str | Path, metadata: Mapping[str, Any] | None = None) -> Path:
-        return save_adapter(delta, out_dir, **self._described(metadata))
+        return save_adapter(delta, out_dir, **self._described(delta, metadata))
 
     def compile_to_dir(self, text: str, out_dir: str | Path, metadata: Mapping[str, Any] | None = None) -> Path:
         """Compiles one skill and writes it as a PEFT adapter folder; returns the folder."""

@@ -1,6 +1,8 @@
 """The command memory: a skill's code spans written into down_proj in closed form."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -122,6 +124,12 @@ def test_a_checkpoint_with_a_memory_compiles_both_into_one_peft_adapter(tiny, tm
     assert beside.checkpoint_id == without and beside.memory is None
     [plain] = beside.compile([SKILL])
     assert set(plain) == set(delta) - {"model.layers.1.mlp.down_proj"}
+
+    # A skill with no literal edit writes no memory, and its adapter wraps no module for one.
+    template = "Swap them back: `sed -i 's/HELPER(B, A)/HELPER(A, B)/' FILE`."
+    saved = json.loads((compiler.compile_to_dir(template, tmp_path / "template") / "adapter_config.json").read_text())
+    assert "model.layers.1.mlp.down_proj" not in saved["target_modules"]
+    assert "model.layers.1.mlp.down_proj" in json.loads((out / "adapter_config.json").read_text())["target_modules"]
 
 
 def test_a_loadout_leaves_the_memory_out_where_the_prompt_shows_the_text(tiny, tmp_path):
