@@ -29,8 +29,9 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -145,19 +146,37 @@ class LayerMoments:
 class CommandMemory:
     """Writes skills' code spans into the down_proj of the moments' layers (see the module)."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, moments: LayerMoments, *,
-                 scale: float = 1.0, ridge: float = 0.3, shrink: float = 0.01):
-        self.model, self.tokenizer, self.moments = model, tokenizer, moments
-        self.scale, self.ridge = scale, ridge
-        self.layers = sorted(moments.second)
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, moments: LayerMoments | Callable[[], LayerMoments], *,
+                 layers: Sequence[int] | None = None, scale: float = 1.0, ridge: float = 0.3, shrink: float = 0.01):
+        """`moments` may be a function that measures them, with the `layers` it reads: they are then
+        measured at the first write, so a run that writes nothing does not wait for them."""
+        if isinstance(moments, LayerMoments):
+            measured = moments
+            self.layers, self._measure = sorted(measured.second), lambda: measured
+        elif layers is None:
+            raise ValueError("moments measured later need the layers they are read from")
+        else:
+            self.layers, self._measure = sorted(layers), moments
+        self.model, self.tokenizer = model, tokenizer
+        self.scale, self.ridge, self.shrink = scale, ridge, shrink
         self.paths = {layer: path for layer, (path, _) in _layer_modules(model, self.layers).items()}
         head = model.get_output_embeddings() or model.get_input_embeddings()
         self.unembedding = head.weight.detach().float().cpu()
-        # C⁻¹ with a little of the identity mixed in: the moments are read off a few thousand tokens.
-        self.inverse = {}
-        for layer, c in moments.second.items():
-            eye = torch.eye(c.shape[0], dtype=c.dtype)
-            self.inverse[layer] = torch.linalg.inv(c + shrink * c.diagonal().mean() * eye)
+        self._whitening: tuple[LayerMoments, dict[int, Tensor]] | None = None
+        self._lock = threading.Lock()
+
+    def whitening(self) -> tuple[LayerMoments, dict[int, Tensor]]:
+        """The moments and each layer's C⁻¹, with a little of the identity mixed in (the moments
+        are read off a few thousand tokens); measured once, at the first call."""
+        with self._lock:
+            if self._whitening is None:
+                moments = self._measure()
+                inverse = {}
+                for layer, c in moments.second.items():
+                    eye = torch.eye(c.shape[0], dtype=c.dtype)
+                    inverse[layer] = torch.linalg.inv(c + self.shrink * c.diagonal().mean() * eye)
+                self._whitening = moments, inverse
+            return self._whitening
 
     def modules(self) -> list[str]:
         """The paths of the modules the memory writes."""
@@ -170,15 +189,16 @@ class CommandMemory:
         ids, pairs = code_pairs(self.tokenizer, text)
         if not pairs:
             return {}
+        moments, inverse = self.whitening()
         inputs, _ = read_layers(self.model, ids, self.layers)
         targets = torch.stack([self.unembedding[y] / self.unembedding[y].norm() for _, y in pairs]).double().T
         delta: LoraDelta = {}
         for layer in self.layers:
             keys = inputs[layer][[t for t, _ in pairs]].double().T  # (in, n)
-            whitened = self.inverse[layer] @ keys
+            whitened = inverse[layer] @ keys
             gram = keys.T @ whitened
             gram = gram + self.ridge * gram.diagonal().mean() * torch.eye(gram.shape[0], dtype=gram.dtype)
-            values = targets * (self.scale * self.moments.norm[layer] / len(self.layers))
+            values = targets * (self.scale * moments.norm[layer] / len(self.layers))
             delta[self.paths[layer]] = LowRank(B=(values @ torch.linalg.inv(gram)).float(), A=whitened.T.float())
         return delta
 
@@ -201,5 +221,5 @@ def load_memory(folder: str | Path, model: torch.nn.Module, tokenizer: Any) -> C
     if not path.is_file():
         return None
     spec = json.loads(path.read_text())
-    moments = LayerMoments.measure(model, spec["reference"], spec["layers"])
-    return CommandMemory(model, tokenizer, moments, scale=spec["scale"], ridge=spec["ridge"])
+    measure = partial(LayerMoments.measure, model, spec["reference"], spec["layers"])
+    return CommandMemory(model, tokenizer, measure, layers=spec["layers"], scale=spec["scale"], ridge=spec["ridge"])

@@ -178,3 +178,23 @@ def test_a_read_is_not_disturbed_by_other_threads_running_the_same_model(tiny):
         reads = [pool.submit(read_layers, model, ids, [1]) for _ in range(30)]
         noise.result()
         assert all(torch.equal(r.result()[0][1], alone[1]) for r in reads)
+
+
+def test_moments_measured_later_are_measured_once_at_the_first_write(tiny):
+    model, tok = tiny
+    calls = []
+
+    def measure() -> LayerMoments:
+        calls.append(1)
+        return LayerMoments.measure(model, _reference(tok), [1])
+
+    later = CommandMemory(model, tok, measure, layers=[1], scale=2.0)
+    assert later.modules() == ["model.layers.1.mlp.down_proj"] and not calls  # nothing read yet
+    [first] = later.write([SKILL])
+    later.write([SKILL])
+    assert len(calls) == 1
+    [eager] = CommandMemory(model, tok, measure(), scale=2.0).write([SKILL])
+    path = "model.layers.1.mlp.down_proj"
+    assert torch.allclose(first[path].B, eager[path].B) and torch.allclose(first[path].A, eager[path].A)
+    with pytest.raises(ValueError, match="need the layers"):
+        CommandMemory(model, tok, measure)
