@@ -1,20 +1,20 @@
 """Does writing a skill's commands into the weights (hypernet.memory) make a compiled skill carry
 its edit? Teacher-forced edit commands, as bench_skill_forms measures them.
 
-    skillgraft world memory DIR        # the default hypernetwork with a command memory
-    python -m bench.bench_command_memory --hypernet DIR [--families skill-only drill_number ...] [--per-family 5]
+    python -m bench.bench_command_memory [--hypernet DIR] [--families skill-only drill_number ...] [--per-family 5]
                                          [--layers 23-27] [--scales 1.0] [--show-misses]
 
 For each held-out expert conversation, the family's shipped skill text (a drill's written for
 its own task) is compiled three ways, nothing of it in the prompt:
 
     hypernet            the hypernetwork's adapter alone
-    memory              the closed-form key-value memory of the skill's code spans alone
+    memory              the closed-form key-value memory of the skill's literal edits alone
     hypernet + memory   both at once, their ΔW summed: what the compiler gives
 
-The memory is the hypernetwork checkpoint's own (memory.json: its band of layers, scale, ridge,
-and the expert conversations of training seeds its moments are read from); --layers and
---scales measure others beside it, moments read off the same conversations.
+The memory is the hypernetwork checkpoint's own (the default one's unless --hypernet;
+memory.json: its band of layers, scale, ridge, and the expert conversations of training seeds
+its moments are read from); --layers and --scales measure others beside it, moments read off
+the same conversations.
 """
 from __future__ import annotations
 
@@ -67,8 +67,7 @@ def main() -> None:
     compiler = Compiler.load(checkpoint, ensure_policy(models_dir))
     loading = time.perf_counter() - started
     if compiler.memory is None:
-        raise SystemExit(f"the hypernetwork {checkpoint} has no command memory ({SPEC}): make a copy with one by "
-                         "`skillgraft world memory DIR` and give --hypernet DIR")
+        raise SystemExit(f"the hypernetwork {checkpoint} has no command memory ({SPEC}); the default one has")
     model, tokenizer, own = compiler.memory.model, compiler.memory.tokenizer, compiler.memory
     started = time.perf_counter()
     moments, _ = own.whitening()  # measured at the memory's first write

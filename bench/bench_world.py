@@ -34,6 +34,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--policy", type=Path, default=None, help="policy model folder (default: the bundled skillworld model)")
     ap.add_argument("--hypernet", type=Path, default=None, help="hypernetwork checkpoint (default: the bundled one)")
+    ap.add_argument("--no-memory", action="store_true",
+                    help="compile with the hypernetwork alone, without its command memory (the ablation)")
     ap.add_argument("--models-dir", type=Path, default=None, help="default: HOME/models (SKILLGRAFT_HOME or ~/.skillgraft)")
     ap.add_argument("--no-parametric", action="store_true", help="skip the parametric and both cells")
     ap.add_argument("--rows", default="expert,base,none,context,parametric,both")
@@ -62,6 +64,8 @@ def main() -> None:
     if any(r in ("parametric", "both") for r in rows):
         hypernet = args.hypernet or ensure_hypernet(models_dir)
         compiler = world_compiler(hypernet, policy)
+        if args.no_memory:
+            compiler = compiler.beside_text()
 
     runners: dict[Path, Any] = {}  # on a cluster: one set of workers per model folder
 

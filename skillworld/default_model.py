@@ -1,5 +1,5 @@
 """The default model, "skillworld": SmolLM2-135M-Instruct with the SkillWorld policy adapter merged
-into its weights, and the hypernetwork that compiles skills for it.
+into its weights, and the hypernetwork that compiles skills for it, with its command memory.
 
 Both artifacts ship in the package (skillworld/shipped/), small, with the recipe digest and the
 base they were trained for; on first use the base is converted from its GGUF package and the
@@ -172,8 +172,6 @@ def merge_adapter(base_dir: Path, adapter_dir: Path, out: Path) -> Path:
 
 HYPERNET_DIR = "skillworld-hypernet"  # a hypernetwork trained here, preferred to the shipped one
 HYPERNET_RECIPE = "recipe.json"  # beside hypernet.json: the recipe digest and the policy it was trained for
-MEMORY_LAYERS = tuple(range(23, 28))  # `world memory`: the band of the policy's 30 layers that holds a skill's commands
-MEMORY_REFERENCE = 12  # expert conversations the memory's moments are read from
 
 
 def hypernet_texts(records: list[dict], seed: int = 0) -> list[str]:
@@ -224,8 +222,8 @@ def hypernet_trajectories(records: list[dict], seed: int = 0, edit_weight: float
 
 
 def write_memory(folder: Path, policy: Path) -> Path:
-    """Gives the hypernetwork in `folder` its command memory (hypernet.memory), with moments read
-    off the expert's runs of the seen families on training seeds 0 and 1, a family at a time."""
+    """Gives the hypernetwork in `folder` its command memory (hypernet.memory) as the recipe sets
+    it, with moments read off the expert's runs of the seen families on training seeds 0 and 1."""
     from transformers import AutoTokenizer
 
     from skillgraft.hypernet.memory import save_memory_spec
@@ -235,12 +233,14 @@ def write_memory(folder: Path, policy: Path) -> Path:
     from skillgraft.skillworld.families import resolve
     from skillgraft.skillworld.generate import generate
     from skillgraft.skillworld.policy.lora_policy import encode
+    from skillgraft.skillworld.recipe import HYPERNET
 
-    tasks = [generate(f, seed) for seed in range(2) for f in resolve(["seen"])][:MEMORY_REFERENCE]
+    tasks = [generate(f, seed) for seed in range(2) for f in resolve(["seen"])][:HYPERNET.memory_reference]
     records = [episode_record(ep) for ep in run_episodes(tasks)]
     tokenizer = AutoTokenizer.from_pretrained(policy)
     reference = [encode(tokenizer, messages(record_steps(r, False), []), 2048)[0] for r in records]
-    return save_memory_spec(folder, MEMORY_LAYERS, reference)
+    return save_memory_spec(folder, HYPERNET.memory_layers, reference, scale=HYPERNET.memory_scale,
+                            ridge=HYPERNET.memory_ridge)
 
 
 def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: bool = True) -> Path:
@@ -263,6 +263,7 @@ def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: 
     stage2 = replace(config, steps=HYPERNET.stage2_steps, init_from=str(stage1.out_dir))
     done = target / "stage2"
     train_stage2(str(policy), hypernet_trajectories(records, HYPERNET.seed, HYPERNET.edit_weight), done, stage2)
+    write_memory(done, policy)
     weights = weights_digest(adapter, "adapter_model.safetensors")
     base = read_manifest(ensure_base(BASE, models_dir)) or {}
     (done / HYPERNET_RECIPE).write_text(json.dumps({

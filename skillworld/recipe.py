@@ -66,6 +66,13 @@ class HypernetRecipe:
     max_len: int = 1024
     seed: int = 0
     edit_weight: float = 8.0  # stage 2: the edit reply's tokens weigh this much in the loss, the rest 1
+    # The command memory (hypernet.memory), written after stage 2: the band of the policy's 30
+    # layers that holds a skill's literal edits, the expert conversations its moments are read
+    # from, the values' scale and the ridge.
+    memory_layers: tuple[int, ...] = tuple(range(23, 28))
+    memory_reference: int = 12
+    memory_scale: float = 1.0
+    memory_ridge: float = 0.3
 
     def network(self, lexical: bool = True):
         """The hypernetwork's configuration (without the lexical channel when `lexical` is False)."""

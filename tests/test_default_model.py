@@ -12,6 +12,7 @@ from skillgraft.skillworld import default_model
 from skillgraft.skillworld.default_model import (
     REBUILD_HYPERNET, REBUILD_POLICY, SHIPPED, StaleArtifactError, ensure_hypernet, ensure_policy, policy_adapter,
 )
+from skillgraft.skillworld.recipe import HYPERNET
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +29,9 @@ def test_the_shipped_artifacts_are_small_and_record_their_recipe_and_base():
     assert policy["metadata"]["base"] == "smollm2-135m" and policy["metadata"]["base_gguf"].startswith("sha256:")
     hypernet = json.loads((SHIPPED / "hypernet" / "recipe.json").read_text())
     assert hypernet["policy_adapter"] == default_model.weights_digest(SHIPPED / "policy", "adapter_model.safetensors")
-    assert not (SHIPPED / "hypernet" / "memory.json").exists()  # the command memory is opt-in: `world memory`
+    memory = json.loads((SHIPPED / "hypernet" / "memory.json").read_text())  # the command memory, as the recipe sets it
+    assert memory["layers"] == list(HYPERNET.memory_layers) and len(memory["reference"]) == HYPERNET.memory_reference
+    assert (memory["scale"], memory["ridge"]) == (HYPERNET.memory_scale, HYPERNET.memory_ridge)
 
 
 def test_the_shipped_artifacts_match_the_current_recipe(models_dir):
@@ -85,8 +88,15 @@ def test_the_default_model_is_assembled_once_and_takes_a_compiled_skill(models_d
     assert ensure_policy(models_dir, show_progress=False) == folder
     assert (folder / default_model.MERGED).stat().st_mtime_ns == stamp
     compiler = Compiler.load(ensure_hypernet(models_dir), str(folder))
-    assert compiler.memory is None
     adapter = compiler.compile_to_dir(for_family("wrong_boolean")[0].body, models_dir / "compiled")
+    # the skill's literal edit (`s/ or / and /`) is written into the memory's band of down_proj
+    # modules, and only there; a template edit (swapped_arguments) writes none
+    band = [f"model.layers.{i}.mlp.down_proj" for i in HYPERNET.memory_layers]
+    assert compiler.memory is not None and compiler.memory.modules() == band
+    targets = json.loads((adapter / "adapter_config.json").read_text())["target_modules"]
+    assert set(band) <= set(targets) and "down_proj" not in targets
+    [template] = compiler.compile([for_family("swapped_arguments")[0].body])
+    assert not set(band) & set(template)
     model = make_model("skillworld", models_dir=models_dir, max_new_tokens=8)
     model.load_adapter(adapter)
     model.unload_adapter()
@@ -106,31 +116,3 @@ def test_the_default_model_solves_the_demo_task_in_a_sandbox(models_dir):
     task = load_task(Path(__file__).parents[1] / "examples" / "tasks" / "skillworld-inverted-comparison.yaml")
     result = run_task(task, model, sandbox="docker")
     assert result.success and result.exit_status == "Submitted" and result.steps == 5, (result.exit_status, result.patch)
-
-
-def test_world_memory_gives_a_copy_of_the_hypernetwork_a_command_memory(models_dir, tmp_path):
-    from typer.testing import CliRunner
-
-    from skillgraft.cli import app
-    from skillgraft.hypernet.compile import Compiler
-    from skillgraft.skillworld.library import for_family
-
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "models").symlink_to(models_dir)
-    out = tmp_path / "with-memory"
-    result = CliRunner().invoke(app, ["world", "memory", str(out), "--home", str(home)])
-    assert result.exit_code == 0, result.output
-    spec = json.loads((out / "memory.json").read_text())
-    assert spec["layers"] == list(default_model.MEMORY_LAYERS) and len(spec["reference"]) == default_model.MEMORY_REFERENCE
-    assert not (SHIPPED / "hypernet" / "memory.json").exists()
-
-    compiler = Compiler.load(out, str(ensure_policy(models_dir, show_progress=False)))
-    adapter = compiler.compile_to_dir(for_family("wrong_boolean")[0].body, tmp_path / "compiled")
-    # the skill's commands are written into the memory's band of down_proj modules, and only there
-    written = compiler.memory.modules()
-    assert written == [f"model.layers.{i}.mlp.down_proj" for i in default_model.MEMORY_LAYERS]
-    targets = json.loads((adapter / "adapter_config.json").read_text())["target_modules"]
-    assert set(written) <= set(targets) and "down_proj" not in targets
-    again = CliRunner().invoke(app, ["world", "memory", str(out), "--home", str(home)])
-    assert again.exit_code == 2 and "not empty" in again.output

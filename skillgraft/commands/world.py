@@ -113,25 +113,6 @@ def train_policy_cmd(home: Optional[str] = HomeOption, store: Optional[str] = St
                   f"loss {report['first_loss']:.3f} → {report['final_loss']:.3f} in {report['seconds']:.0f} s")
 
 
-@app.command("memory")
-def memory_cmd(out: Path = typer.Argument(..., help="Folder to write the hypernetwork with a memory into."),
-               home: Optional[str] = HomeOption, store: Optional[str] = StoreOption):
-    """Copy the default hypernetwork to OUT with a command memory (hypernet.memory): skills compiled
-    by it also write their commands into layers 23-27 of the policy in closed form. Opt-in: it
-    lifts skill-only families compiled, and costs the seen families and skills given both ways
-    (README, Models). Use it with --hypernet OUT (bench_world, bench_command_memory)."""
-    import shutil
-
-    from skillgraft.skillworld.default_model import ensure_hypernet, ensure_policy, write_memory
-
-    settings = settings_from(home, store)
-    if out.exists() and any(out.iterdir()):
-        raise fail(f"{out} is not empty; give a new folder", 2)
-    shutil.copytree(ensure_hypernet(settings.models), out, dirs_exist_ok=True)
-    spec = write_memory(out, ensure_policy(settings.models))
-    console.print(f"hypernetwork with a command memory at {out} ({spec.name}, {spec.stat().st_size:,} bytes)")
-
-
 @app.command("train-expert")
 def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the adapter into."),
                      families: Optional[list[str]] = FamiliesOption,
