@@ -55,8 +55,8 @@ def is_literal_edit(span: str) -> bool:
     sides differ in more than placeholders (`s/ or / and /`, `s/"KEY"]/"KEYs"]/`). A template
     (`s/HELPER(B, A)/HELPER(A, B)/`, `s/NAME = OLD/NAME = NEW/`) is filled from the task, and the
     commands every skill shares (running the tests, grep) the policy already knows."""
-    def shape(side: str) -> str:
-        return _PLACEHOLDER_HEAD.sub("□", side)
+    def shape(side: str) -> str:  # a line anchor (`OLD$`) is no literal either
+        return _PLACEHOLDER_HEAD.sub("□", side.removeprefix("^").removesuffix("$"))
     return any(shape(m.group(1)) != shape(m.group(2)) for m in _SUBSTITUTION.finditer(span))
 
 

@@ -33,6 +33,9 @@ def test_only_literal_edits_are_written_never_templates_or_shared_commands():
     assert is_literal_edit("sed -i 's/\"KEY\"]/\"KEYs\"]/' FILE")  # the s is the skill's, KEY the task's
     assert not is_literal_edit("sed -i '/def NAME(/,/^$/s/HELPER(B, A)/HELPER(A, B)/' FILE")
     assert not is_literal_edit("sed -i 's/NAME = OLD/NAME = NEW/' FILE")
+    assert not is_literal_edit("""sed -i 's/NAME = "OLD"$/NAME = "NEW"/' FILE""")  # an anchor is no literal
+    assert is_literal_edit("sed -i 's/NAME = VALUE$/NAME = -VALUE/' FILE")  # the sign is
+    assert is_literal_edit("sed -i 's/return$/return VAR/' FILE")
     assert not is_literal_edit("COLUMNS=150 python3 -m pytest -q --tb=no -rf | tail -n 2")
     assert not is_literal_edit("cat tests/test_a.py")
 
