@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -90,10 +91,10 @@ def test_a_text_without_code_writes_nothing_and_a_missing_layer_is_named(tiny):
         LayerMoments.measure(model, reference, [5])
 
 
-def test_a_checkpoint_with_a_memory_compiles_both_into_one_peft_adapter(tiny, tmp_path):
-    from peft import PeftModel
-
-    from skillgraft.hypernet.checkpoint import checkpoint_id, save_checkpoint
+def _with_memory(tiny, tmp_path, scale: float) -> tuple[Path, Path, str]:
+    """The tiny base saved, and a fresh hypernetwork for it given a memory over layer 1: (the base's
+    folder, the checkpoint's, the checkpoint's id before the memory)."""
+    from skillgraft.hypernet.checkpoint import save_checkpoint
     from skillgraft.hypernet.compile import Compiler
     from skillgraft.hypernet.hypernetwork import HypernetConfig
     from skillgraft.hypernet.memory import save_memory_spec
@@ -105,7 +106,18 @@ def test_a_checkpoint_with_a_memory_compiles_both_into_one_peft_adapter(tiny, tm
     fresh = Compiler.load(None, folder, config=HypernetConfig(hidden=32, embed_dim=8, rank=2))
     ckpt = tmp_path / "hypernet"
     without = save_checkpoint(fresh.net, fresh.meta, ckpt)
-    save_memory_spec(ckpt, [1], _reference(tok), scale=2.0)
+    save_memory_spec(ckpt, [1], _reference(tok), scale=scale)
+    return folder, ckpt, without
+
+
+def test_a_checkpoint_with_a_memory_compiles_both_into_one_peft_adapter(tiny, tmp_path):
+    from peft import PeftModel
+
+    from skillgraft.hypernet.checkpoint import checkpoint_id
+    from skillgraft.hypernet.compile import Compiler
+
+    model, tok = tiny
+    folder, ckpt, without = _with_memory(tiny, tmp_path, scale=2.0)
     assert checkpoint_id(ckpt) != without  # compiled adapters cached under the old id are not reused
 
     compiler = Compiler.load(ckpt, folder)
@@ -138,20 +150,11 @@ def test_a_checkpoint_with_a_memory_compiles_both_into_one_peft_adapter(tiny, tm
 def test_a_loadout_leaves_the_memory_out_where_the_prompt_shows_the_text(tiny, tmp_path):
     from skillgraft.agent.loadout import GivenSkill, make_loadout
     from skillgraft.agent.models.hf_model import HFModel
-    from skillgraft.hypernet.checkpoint import save_checkpoint
     from skillgraft.hypernet.compile import Compiler
-    from skillgraft.hypernet.hypernetwork import HypernetConfig
-    from skillgraft.hypernet.memory import save_memory_spec
     from skillgraft.hypernet.peft_io import load_adapter
 
-    model, tok = tiny
-    folder = tmp_path / "base"
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    fresh = Compiler.load(None, folder, config=HypernetConfig(hidden=32, embed_dim=8, rank=2))
-    save_checkpoint(fresh.net, fresh.meta, tmp_path / "hypernet")
-    save_memory_spec(tmp_path / "hypernet", [1], _reference(tok))
-    compiler = Compiler.load(tmp_path / "hypernet", folder)
+    folder, ckpt, _ = _with_memory(tiny, tmp_path, scale=1.0)
+    compiler = Compiler.load(ckpt, folder)
     skill = GivenSkill.of_body("or-and", SKILL)
     written = {}
     for mode in ("parametric", "both"):
