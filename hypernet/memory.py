@@ -1,9 +1,10 @@
-"""A skill's commands written into the base model's weights in closed form: a key-value memory.
+"""A skill's literal edits written into the base model's weights in closed form: a key-value memory.
 
 The hypernetwork's adapters carry what a skill is about and some of its literals, but a small
 policy that sees the old value in front of it tends to write it again where the skill's new
-one goes. The memory writes the skill's commands themselves. For every token inside a
-backticked span of the skill (`sed -i 's/ or / and /' FILE`), the base model's MLP input at
+one goes. The memory writes the skill's edit commands themselves: the backticked substitutions
+whose two sides differ in more than placeholders (is_literal_edit). For every token of such
+an edit (`sed -i 's/ or / and /' FILE`), the base model's MLP input at
 that token in a band of layers is a key, and the output embedding of the token that follows is
 its value; each layer's `down_proj` gets the ΔW that maps every key to its value exactly and
 moves typical inputs least: keys whitened by the second moment C of the layer's inputs over
@@ -22,7 +23,8 @@ from its task. No training: one forward pass of the base over the skill text.
 
 A hypernetwork checkpoint holds a memory when its folder has `memory.json` (the band, the scale,
 the ridge and the reference token ids, written by `save_memory_spec`); its Compiler then adds the
-memory's adapter to every compiled skill.
+memory's adapter to every compiled skill that has a literal edit, except where the prompt shows
+the skill's text too (Compiler.beside_text).
 """
 from __future__ import annotations
 
@@ -144,7 +146,7 @@ class LayerMoments:
 
 
 class CommandMemory:
-    """Writes skills' code spans into the down_proj of the moments' layers (see the module)."""
+    """Writes skills' literal edits into the down_proj of a band of layers (see the module)."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, moments: LayerMoments | Callable[[], LayerMoments], *,
                  layers: Sequence[int] | None = None, scale: float = 1.0, ridge: float = 0.3, shrink: float = 0.01):
