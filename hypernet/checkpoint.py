@@ -47,16 +47,22 @@ def checkpoint_folder(path: str | Path) -> Path:
     return path.parent if path.name in (WEIGHTS, META) else path
 
 
-def checkpoint_id(path: str | Path, *, memory: bool = True) -> str:
-    """The checkpoint's identity: its weights, its meta's identity and (unless `memory` is False)
-    its command memory's spec."""
+def checkpoint_ids(path: str | Path) -> tuple[str, str]:
+    """(the checkpoint's identity, the same without its command memory), from one read of the
+    weights: their digest and the meta's identity, then the memory's spec where it has one."""
     folder = checkpoint_folder(path)
     digest = hashlib.sha256((folder / WEIGHTS).read_bytes())
     identity = meta_from_json(json.loads((folder / META).read_text())).identity()
     digest.update(json.dumps(identity, sort_keys=True).encode())
-    if memory and (folder / MEMORY).is_file():  # a command memory changes what every skill compiles to
-        digest.update((folder / MEMORY).read_bytes())
-    return "hn-" + digest.hexdigest()[:16]
+    bare = "hn-" + digest.hexdigest()[:16]
+    if not (folder / MEMORY).is_file():
+        return bare, bare
+    digest.update((folder / MEMORY).read_bytes())  # a command memory changes what every skill compiles to
+    return "hn-" + digest.hexdigest()[:16], bare
+
+
+def checkpoint_id(path: str | Path) -> str:
+    return checkpoint_ids(path)[0]
 
 
 def initial_id(meta: CheckpointMeta, seed: int) -> str:

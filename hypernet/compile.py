@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from skillgraft.hypernet.checkpoint import CheckpointMeta, checkpoint_folder, checkpoint_id, initial_id, load_checkpoint
+from skillgraft.hypernet.checkpoint import CheckpointMeta, checkpoint_folder, checkpoint_ids, initial_id, load_checkpoint
 from skillgraft.hypernet.encoder import SkillEncoder
 from skillgraft.hypernet.hypernetwork import HypernetConfig, Hypernetwork, factors_to_deltas
 from skillgraft.hypernet.lexicon import encoder_for, load_reading_base
@@ -89,8 +89,7 @@ class Compiler:
                     f"(fingerprint {meta.fingerprint}), not for this one (fingerprint {fingerprint}); "
                     "train a hypernetwork for this base model first."
                 )
-            ckpt_id = checkpoint_id(checkpoint)
-            text_id = checkpoint_id(checkpoint, memory=False)
+            ckpt_id, text_id = checkpoint_ids(checkpoint)
             if base_model_name:
                 meta.base_model_name = base_model_name
         folder = None if checkpoint is None else checkpoint_folder(checkpoint)
