@@ -25,9 +25,10 @@ def test_a_common_word_the_run_read_in_the_code_is_a_placeholder_in_the_edit():
              "sed -i '/def tally_orders(/,/^$/s/\"name\"]/\"names\"]/' ./a.py", ""),
     )
     thought, command = pairs[2]
-    assert command == "sed -i '/def NAME(/,/^$/s/\"KEY\"]/\"OTHER_KEY\"]/' FILE"
-    # unquoted in prose "name" is just English; the clause naming the key the edit writes is left out
-    assert thought == "the name is wrong."
+    # the key written is the key read plus an "s": the recipe says so, rather than naming it apart
+    assert command == "sed -i '/def NAME(/,/^$/s/\"KEY\"]/\"KEYs\"]/' FILE"
+    # unquoted in prose "name" is just English
+    assert thought == 'The function reads the key "KEY" but the dict has "KEYs"; the name is wrong.'
 
 
 @pytest.mark.parametrize("failure, find, edit, want", [
@@ -40,7 +41,19 @@ def test_a_common_word_the_run_read_in_the_code_is_a_placeholder_in_the_edit():
         "FAILED tests/test_a.py::test_net_sum - assert -3 == 3",
         ("Find net_sum.", 'grep -rn -A 3 "def net_sum(" .', "./a.py:4:def net_sum(total):\n./a.py-5-    return -total"),
         ("Drop the minus.", "sed -i 's/return -total/return total/' ./a.py"),
-        {2: ("Drop the minus.", "sed -i 's/return -OTHER_NAME/return OTHER_NAME/' FILE")}, id="negated-name-in-sed"),
+        {2: ("Drop the minus.", "sed -i 's/return -VAR/return VAR/' FILE")}, id="negated-name-in-sed"),
+    pytest.param(  # the name a `return` gives back is VAR
+        "FAILED tests/test_a.py::test_count_stocks - assert None == 3",
+        ("Find count_stocks.", 'grep -rn -A 3 "def count_stocks(" .',
+         "./a.py:4:def count_stocks(rows):\n./a.py-5-    out = len(rows)\n./a.py-6-    return"),
+        ("count_stocks returns nothing.", "sed -i '/def count_stocks(/,/^$/s/return$/return out/' ./a.py"),
+        {2: ("NAME returns nothing.", "sed -i '/def NAME(/,/^$/s/return$/return VAR/' FILE")}, id="returned-var"),
+    pytest.param(  # a value written as the longest value named before plus a few letters
+        "FAILED tests/test_a.py::test_total - KeyError: 'price'",
+        ("Find total.", 'grep -rn -A 3 "def total(" .',
+         './a.py:4:def total(row):\n./a.py-5-    pri = {"prices": 1}\n./a.py-6-    return pri["price"]'),
+        ("Read the plural.", "sed -i 's/pri\\[\"price\"]/pri[\"prices\"]/' ./a.py"),
+        {2: ("Read the plural.", "sed -i 's/OTHER_NAME\\[\"KEY\"]/OTHER_NAME[\"KEYs\"]/' FILE")}, id="derived-from-longest"),
     pytest.param(  # a module after `import` is called MODULE, and flags stay as they are ("name" was read, -name is a flag)
         "FAILED tests/test_a.py::test_blend - NameError: name 'math' is not defined",
         ("Find the files.", "find . -name '*.py'", "./a.py\n./name.txt"),

@@ -5,8 +5,11 @@ words and numbers it first saw in the instruction or in an earlier command's out
 repository's file paths. Those become placeholders, the same value always the same placeholder,
 so the edit pattern survives ("range(NAME)" to "range(NAME + 1)") while the particulars do not.
 A placeholder is named for the role its syntax gives it where it is first used: FILE, MODULE
-(after `import`), KEY (a quoted dict key), LINE (a line number), VALUE (another number), and NAME
-for any other name. A second placeholder of a role is OTHER_NAME, a third THIRD_NAME, never NAME2:
+(after `import`), KEY (a quoted dict key), VAR (the name a `return` gives back), LINE (a line
+number), VALUE (another number), and NAME for any other name. A value a sed substitution writes
+that is another value plus a few letters is written as that placeholder with those letters ("names" where
+the key read was "name": KEYs): how the two relate is the method, and a placeholder of its own
+would hide it. A second placeholder of a role is OTHER_NAME, a third THIRD_NAME, never NAME2:
 a model filling in a recipe copies a placeholder's digit into the value it writes ("52" for VALUE2
 where the value is 5), and NAME2 beside NAME3 is one token apart. Nor is the value an edit writes
 called NEW: a model writes a plain word like that into the code as it stands. Everything else — the
@@ -84,6 +87,8 @@ _PROSE_LOWER = {w.lower() for w in _PROSE} - _METHOD_LOWER
 _MODULE_BEFORE = re.compile(r"(?:^|[\s;'\"(])(?:import|from)\s+$")
 _KEY_BEFORE = re.compile(r"(?:\[|\.get\()\s*[\"']$")
 _KEY_AFTER = re.compile(r"^[\"']\s*\]")
+_VAR_BEFORE = re.compile(r"(?<![\w.])return\s+-?$")
+_SUFFIX = re.compile(r"[a-z]{1,3}")  # what a derived value adds: a plural's "s", "es", a "ed"
 _FLAG_NAME = re.compile(r"(?:^|\s)--?(?:[\w-]*-)?$")  # "-name", "--exclude-dir": method
 _QUOTED = (re.compile(r"[\"'`]$"), re.compile(r"^[\"'`]"))
 _MIN_WORD = 3  # shorter words are too often generic ("id", "f") to be worth a placeholder
@@ -101,6 +106,7 @@ class Abstraction:
     style: str = "upper"
     placeholders: dict[str, str] = field(default_factory=dict)  # concrete value -> sentinel
     first_seen: dict[str, str] = field(default_factory=dict)  # rendered placeholder -> where it was learned
+    derived: dict[str, str] = field(default_factory=dict)  # concrete value -> sentinel + the letters it adds
     _shown: dict[str, str] = field(default_factory=dict)  # sentinel -> rendered placeholder
     _counts: dict[str, int] = field(default_factory=dict)
 
@@ -143,7 +149,20 @@ def _word_role(m: re.Match) -> str:
         return "module"
     if _KEY_BEFORE.search(before) or _KEY_AFTER.search(after):
         return "key"
+    if _VAR_BEFORE.search(before):
+        return "var"
     return "name"
+
+
+def _derive(word: str, abstraction: Abstraction) -> str | None:
+    """`word`, written by an edit, as the longest placeholder already named plus the few letters it
+    adds ("names" -> KEY + "s"), remembered for the rest of the run."""
+    stems = [v for v in abstraction.placeholders
+             if word.startswith(v) and _SUFFIX.fullmatch(word[len(v):]) and _WORD.fullmatch(v)]
+    stem = max(stems, key=len, default=None)
+    if stem is not None:
+        abstraction.derived[word] = abstraction.placeholders[stem] + word[len(stem):]
+    return abstraction.derived.get(word)
 
 
 def _is_flag(m: re.Match) -> bool:
@@ -171,6 +190,11 @@ def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str], co
             return w
         if w.lower() in _PROSE_LOWER and not (command or _quoted(m)):
             return w
+        if w in abstraction.derived:
+            return abstraction.derived[w]
+        if (w not in abstraction.placeholders and any(a <= m.start() < b for a, b in written)
+                and (derived := _derive(w, abstraction))):
+            return derived
         if w in known or w in abstraction.placeholders:
             return abstraction.name(w, _word_role(m), known.get(w, "the repository"))
         return w
@@ -186,6 +210,8 @@ def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str], co
         return n
 
     text = _PATH.sub(path_sub, text)
+    # where a command's sed substitutions write: only there is a value derived from another
+    written = [m.span(3) for m in SED_SUBSTITUTION.finditer(text + " ")] if command else []
     text = _WORD.sub(word_sub, text)
     return _NUMBER.sub(number_sub, text)
 
