@@ -6,10 +6,11 @@ repository's file paths. Those become placeholders, the same value always the sa
 so the edit pattern survives ("range(NAME)" to "range(NAME + 1)") while the particulars do not.
 A placeholder is named for the role its syntax gives it where it is first used: FILE, MODULE
 (after `import`), KEY (a quoted dict key), VAR (the name a `return` gives back), LINE (a line
-number), VALUE (another number), and NAME for any other name. A value a sed substitution writes
-that is another value plus a few letters is written as that placeholder with those letters ("names" where
-the key read was "name": KEYs): how the two relate is the method, and a placeholder of its own
-would hide it. A second placeholder of a role is OTHER_NAME, a third THIRD_NAME, never NAME2:
+number), VALUE (another number), and NAME for any other name. A value that a sed substitution
+writes and that is another value plus a few letters is that placeholder with those letters
+("names" where the key read was "name": KEYs): how the two relate is the method, and a
+placeholder of its own would hide it (one run cannot tell such a relation from chance, so the
+letters are few). A second placeholder of a role is OTHER_NAME, a third THIRD_NAME, never NAME2:
 a model filling in a recipe copies a placeholder's digit into the value it writes ("52" for VALUE2
 where the value is 5), and NAME2 beside NAME3 is one token apart. Nor is the value an edit writes
 called NEW: a model writes a plain word like that into the code as it stands. Everything else — the
@@ -88,7 +89,7 @@ _MODULE_BEFORE = re.compile(r"(?:^|[\s;'\"(])(?:import|from)\s+$")
 _KEY_BEFORE = re.compile(r"(?:\[|\.get\()\s*[\"']$")
 _KEY_AFTER = re.compile(r"^[\"']\s*\]")
 _VAR_BEFORE = re.compile(r"(?<![\w.])return\s+-?$")
-_SUFFIX = re.compile(r"[a-z]{1,3}")  # what a derived value adds: a plural's "s", "es", a "ed"
+_SUFFIX = re.compile(r"[a-z]{1,3}")  # what a derived value adds: a plural's "s" or "es", a past tense's "ed"
 _FLAG_NAME = re.compile(r"(?:^|\s)--?(?:[\w-]*-)?$")  # "-name", "--exclude-dir": method
 _QUOTED = (re.compile(r"[\"'`]$"), re.compile(r"^[\"'`]"))
 _MIN_WORD = 3  # shorter words are too often generic ("id", "f") to be worth a placeholder
