@@ -161,9 +161,10 @@ def _derive(word: str, abstraction: Abstraction) -> str | None:
     stems = [v for v in abstraction.placeholders
              if word.startswith(v) and _SUFFIX.fullmatch(word[len(v):]) and _WORD.fullmatch(v)]
     stem = max(stems, key=len, default=None)
-    if stem is not None:
-        abstraction.derived[word] = abstraction.placeholders[stem] + word[len(stem):]
-    return abstraction.derived.get(word)
+    if stem is None:
+        return None
+    abstraction.derived[word] = abstraction.placeholders[stem] + word[len(stem):]
+    return abstraction.derived[word]
 
 
 def _is_flag(m: re.Match) -> bool:
