@@ -22,7 +22,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from skillgraft.hypernet.hypernetwork import HypernetConfig, Hypernetwork
-from skillgraft.hypernet.memory import SPEC as MEMORY
+from skillgraft.hypernet.memory import RULES as MEMORY_RULES, SPEC as MEMORY
 from skillgraft.hypernet.targets import TargetSpec
 
 WEIGHTS = "hypernet.safetensors"
@@ -58,6 +58,7 @@ def checkpoint_ids(path: str | Path) -> tuple[str, str]:
     if not (folder / MEMORY).is_file():
         return bare, bare
     digest.update((folder / MEMORY).read_bytes())  # a command memory changes what every skill compiles to
+    digest.update(MEMORY_RULES.encode())
     return "hn-" + digest.hexdigest()[:16], bare
 
 

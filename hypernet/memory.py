@@ -14,8 +14,9 @@ reference conversations (as rank-one model editing does),
 
 When the agent's own command reaches the same few tokens (`s/ or /`), the layer's input is
 close to the key and the value raises the token the skill wrote next (` and`). Placeholders
-(NAME, FILE, A: words in capitals) are never written as values: the agent fills them
-from its task. No training: one forward pass of the base over the skill text.
+(NAME, FILE, A: words in capitals, and KEY in KEYs) are never written as values: the agent
+fills them from its task; nor are the keys that would chain into loops (code_pairs). No
+training: one forward pass of the base over the skill text.
 
     moments = LayerMoments.measure(model, reference_ids, layers)
     memory = CommandMemory(model, tokenizer, moments)
@@ -44,12 +45,14 @@ from skillgraft.hypernet.lora import LoraDelta, LowRank
 from skillgraft.hypernet.targets import find_targets
 
 _SPAN = re.compile(r"`([^`\n]+)`")
-_PLACEHOLDER = re.compile(r"\b[A-Z][A-Z_0-9]*\b")  # NAME, FILE, and one-letter ones such as A and B
+# NAME, FILE, one-letter ones such as A and B, and the KEY of a value derived from one (KEYs)
+_PLACEHOLDER = re.compile(r"\b[A-Z][A-Z_0-9]*\b|\b[A-Z][A-Z_0-9]+(?=[a-z]{1,3}\b)")
 # A sed substitution's two sides; the `s` follows a quote, a slash or a space, never a word (tests/).
 _SUBSTITUTION = re.compile(r"(?<![\w.])s/((?:[^/\\]|\\.)*)/((?:[^/\\]|\\.)*)/")
 _PLACEHOLDER_HEAD = re.compile(r"\b[A-Z][A-Z_0-9]*")  # also KEY in KEYs
 KIND = "down_proj"
 SPEC = "memory.json"  # in a hypernetwork checkpoint's folder
+RULES = "2"  # what code_pairs writes; part of the checkpoint's id, so a change recompiles every skill
 
 
 def is_literal_edit(span: str) -> bool:
@@ -62,23 +65,44 @@ def is_literal_edit(span: str) -> bool:
     return any(shape(m.group(1)) != shape(m.group(2)) for m in _SUBSTITUTION.finditer(span))
 
 
+_SED_SYNTAX = frozenset("/^$'\"[] ")  # delimiters, anchors, quotes and brackets: what every sed command writes
+
+
 def code_pairs(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, int]]]:
     """The text's token ids and (position, next token id) for each token of a backticked literal
-    edit (is_literal_edit) whose next token lies in the same span and is no part of a placeholder."""
+    edit (is_literal_edit) whose next token lies in the same span and is no part of a placeholder,
+    leaving out two kinds of keys that chain into loops when the agent writes its own command:
+
+    - a token the span writes again right before a placeholder: there the agent fills in its own
+      word, and the value the token had the first time would come once more (`s/return$/return VAR/`:
+      `$` after the first `return`, so `$/return$/return…`);
+    - sed syntax followed by sed syntax inside a substitution's sides (`$/` in `return$/return`,
+      `"]/"` in `"KEY"]/"KEYs"]`): such keys look alike everywhere. The address before the sides
+      (`/^$/`), every skill's own, is written: it holds the policy's syntax steady against the
+      other keys."""
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = enc["input_ids"], enc["offset_mapping"]
-    spans = [(m.start(1), m.end(1)) for m in _SPAN.finditer(text) if is_literal_edit(m.group(1))]
+    literal = [m for m in _SPAN.finditer(text) if is_literal_edit(m.group(1))]
+    spans = [(m.start(1), m.end(1)) for m in literal]
+    sides = [(s.start(1), s.end(2)) for m in literal for s in _SUBSTITUTION.finditer(text, m.start(1), m.end(1))]
     holes = [(m.start(), m.end()) for m in _PLACEHOLDER.finditer(text)]
 
-    def span_of(start: int) -> int | None:
-        return next((k for k, (a, b) in enumerate(spans) if a <= start < b), None)
+    def span_of(t: int) -> int | None:
+        return next((k for k, (a, b) in enumerate(spans) if a <= offsets[t][0] < b), None)
 
+    def hole(t: int) -> bool:
+        return any(a < offsets[t][1] and offsets[t][0] < b for a, b in holes)
+
+    def sed_syntax(t: int) -> bool:
+        return any(a <= offsets[t][0] < b for a, b in sides) and set(text[slice(*offsets[t])]) <= _SED_SYNTAX
+
+    before_hole = {(span_of(t), ids[t]) for t in range(len(ids) - 1) if span_of(t) is not None and hole(t + 1)}
     pairs = []
     for t in range(len(ids) - 1):
-        here, there = span_of(offsets[t][0]), span_of(offsets[t + 1][0])
-        if here is None or here != there:
+        here = span_of(t)
+        if here is None or here != span_of(t + 1) or hole(t + 1) or (here, ids[t]) in before_hole:
             continue
-        if any(a < offsets[t + 1][1] and offsets[t + 1][0] < b for a, b in holes):
+        if sed_syntax(t) and sed_syntax(t + 1):
             continue
         pairs.append((t, ids[t + 1]))
     return ids, pairs

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,39 @@ def test_pairs_stay_inside_literal_edits_and_never_write_a_placeholder(tiny):
     assert "FILE" not in written and "NAME" not in written and "bounds" not in written
     for t, y in pairs:
         assert ids[t + 1] == y
+
+
+RECIPES = ("Return what it builds: `sed -i '/def NAME(/,/^$/s/return$/return VAR/' FILE`.\n"
+           "Read the plural key: `sed -i '/def NAME(/,/^$/s/\"KEY\"]/\"KEYs\"]/' FILE`.\n")
+PIECE = r" ?[A-Z]+| ?[a-z]+|[^\sA-Za-z]| "  # words (capitals apart), each other character alone
+
+
+def _piece_tokenizer():
+    """A word-level tokenizer whose pieces are known: `return`, ` VAR`, `KEY` then `s`, `$`, `/`."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {piece: i for i, piece in enumerate(dict.fromkeys(["<unk>", *re.findall(PIECE, RECIPES)]))}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(PIECE), behavior="isolated")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>")
+
+
+def test_pairs_never_key_a_loop_or_write_a_derived_placeholder():
+    tok = _piece_tokenizer()
+    ids, pairs = code_pairs(tok, RECIPES)
+    keyed = [tuple(tok.convert_ids_to_tokens([ids[t], y])) for t, y in pairs]
+    assert ("/", "return") in keyed and ("KEY", "s") in keyed  # the edits are written
+    # `return` comes again right before VAR, where the agent writes its own variable: keyed by
+    # the first `return`, `$` would follow the second as well, and `$/return` again after it.
+    assert not any(key == "return" for key, _ in keyed)
+    # KEY in KEYs is the task's key, never a value: only the plural's `s` is the skill's.
+    assert not any(value == "KEY" for _, value in keyed)
+    # Between a substitution's sides a delimiter, anchor or quote keys no other (`$/`, `"]/"`):
+    # such keys, alike everywhere, chain into loops. The address (`/^$/`), every skill's own, is
+    # written, and so is the close: they hold the policy's syntax steady against the other keys.
+    assert keyed.count(("$", "/")) == 2  # one per recipe, in the address
+    assert ('"', "]") not in keyed and keyed.count(("]", "/")) == 1  # the closing `]/`, not the middle one
 
 
 def _greedy(model, ids, delta=None):
