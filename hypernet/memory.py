@@ -76,10 +76,13 @@ def code_pairs(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, in
     - a token the span writes again right before a placeholder: there the agent fills in its own
       word, and the value the token had the first time would come once more (`s/return$/return VAR/`:
       `$` after the first `return`, so `$/return$/return…`);
-    - sed syntax followed by sed syntax inside a substitution's sides (`$/` in `return$/return`,
-      `"]/"` in `"KEY"]/"KEYs"]`): such keys look alike everywhere. The address before the sides
-      (`/^$/`), every skill's own, is written: it holds the policy's syntax steady against the
-      other keys."""
+    - sed syntax followed by sed syntax, both within a substitution's sides (`$/` in
+      `return$/return`, `"]/"` in `"KEY"]/"KEYs"]`): such keys look alike everywhere. The address
+      before the sides (`/^$/`), every skill's own, and the close after them are written: they
+      hold the policy's syntax steady against the other keys.
+
+    The first rule also takes a literal that follows such a token (` -` after the second ` =` of
+    `s/NAME = VALUE$/NAME = -VALUE/`): its key would fire at the first ` =` just as well."""
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = enc["input_ids"], enc["offset_mapping"]
     literal = [m for m in _SPAN.finditer(text) if is_literal_edit(m.group(1))]
