@@ -90,22 +90,21 @@ def code_pairs(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, in
     sides = [(s.start(1), s.end(2)) for m in literal for s in _SUBSTITUTION.finditer(text, m.start(1), m.end(1))]
     holes = [(m.start(), m.end()) for m in _PLACEHOLDER.finditer(text)]
 
-    def span_of(t: int) -> int | None:
-        return next((k for k, (a, b) in enumerate(spans) if a <= offsets[t][0] < b), None)
+    def span_of(start: int) -> int | None:
+        return next((k for k, (a, b) in enumerate(spans) if a <= start < b), None)
 
-    def hole(t: int) -> bool:
-        return any(a < offsets[t][1] and offsets[t][0] < b for a, b in holes)
+    def sed_syntax(start: int, end: int) -> bool:
+        return any(a <= start < b for a, b in sides) and set(text[start:end]) <= _SED_SYNTAX
 
-    def sed_syntax(t: int) -> bool:
-        return any(a <= offsets[t][0] < b for a, b in sides) and set(text[slice(*offsets[t])]) <= _SED_SYNTAX
-
-    before_hole = {(span_of(t), ids[t]) for t in range(len(ids) - 1) if span_of(t) is not None and hole(t + 1)}
+    span = [span_of(a) for a, _ in offsets]
+    hole = [any(a < end and start < b for a, b in holes) for start, end in offsets]
+    syntax = [sed_syntax(a, b) for a, b in offsets]
+    before_hole = {(span[t], ids[t]) for t in range(len(ids) - 1) if span[t] is not None and hole[t + 1]}
     pairs = []
     for t in range(len(ids) - 1):
-        here = span_of(t)
-        if here is None or here != span_of(t + 1) or hole(t + 1) or (here, ids[t]) in before_hole:
+        if span[t] is None or span[t] != span[t + 1] or hole[t + 1] or (span[t], ids[t]) in before_hole:
             continue
-        if sed_syntax(t) and sed_syntax(t + 1):
+        if syntax[t] and syntax[t + 1]:
             continue
         pairs.append((t, ids[t + 1]))
     return ids, pairs
