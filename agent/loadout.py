@@ -36,6 +36,11 @@ SKILL_MODES = tuple(m.value for m in SkillMode)
 # weight broke it (6/18); the global at half weight beside a skill kept 18/18 and did not weaken
 # the skill. bench_skill_forms measures the rule on held-out tasks.
 GLOBAL_BESIDE_SKILLS = 0.5
+# The compiled skills' share where the prompt shows their text too (skill mode both). A compiled
+# skill is trained to stand in for its text, so beside it the skill is given twice: at full weight
+# the default model solved 99/108 seen and 99/100 skill-only SkillWorld tasks where the text alone
+# solved 104/108 and 100/100; at half weight, 104/108 and 100/100 (bench_world --rows both).
+COMPILED_BESIDE_TEXT = 0.5
 
 
 class LoadoutError(ValueError):
@@ -129,14 +134,16 @@ class Loadout:
 NOTHING = Loadout()
 
 
-def join_weights(with_global: bool, adapters: int, compiled: int) -> list[float]:
+def join_weights(with_global: bool, adapters: int, compiled: int, beside_text: bool = False) -> list[float]:
     """The weight of each part a run joins, in the loadout's order (the global adapter, given
     adapter folders, compiled skills). Compiled skills share one adapter's weight, so retrieving
     more skills does not push the weights further from the policy; the global adapter counts
-    fully alone and at GLOBAL_BESIDE_SKILLS beside compiled skills; a given folder (a CycleQD
-    candidate, `--adapter`) is taken as it is."""
+    fully alone and at GLOBAL_BESIDE_SKILLS beside compiled skills; beside their text
+    (`beside_text`) the compiled skills share COMPILED_BESIDE_TEXT instead; a given folder (a
+    CycleQD candidate, `--adapter`) is taken as it is."""
     head = [GLOBAL_BESIDE_SKILLS if compiled else 1.0] if with_global else []
-    return head + [1.0] * adapters + [1.0 / compiled for _ in range(compiled)]
+    share = COMPILED_BESIDE_TEXT if beside_text else 1.0
+    return head + [1.0] * adapters + [share / compiled for _ in range(compiled)]
 
 
 def make_loadout(
@@ -185,6 +192,7 @@ def make_loadout(
             raise LoadoutError(f"compiling {skill.name!r}, a text outside the store, needs a cache folder")
         else:
             parts.append(compiled_text(compiler, skill.text, cache))
-    weights = join_weights(store is not None and head is not None, len(adapters), len(given) if compiling else 0)
+    weights = join_weights(store is not None and head is not None, len(adapters), len(given) if compiling else 0,
+                           mode.in_context)
     adapter_dir, key = compose(parts, cache, weights)
     return Loadout(mode, given, tuple(parts), adapter_dir, key, head, tuple(weights))

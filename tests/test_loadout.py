@@ -158,3 +158,25 @@ def test_compiled_skills_share_one_adapters_weight_and_the_global_joins_them_at_
         assert got.keys() == want.keys()
         assert all(torch.allclose(got[n], want[n], atol=1e-6) for n in want)
     assert max(float(first[n].abs().max()) for n in first) > 1e-3  # the compiled skills are not zero
+
+
+def test_beside_its_text_a_compiled_skill_joins_at_a_reduced_weight(setup, tmp_path):
+    """Skill mode both shows the text and activates the compiled skills at COMPILED_BESIDE_TEXT
+    of their parametric share; the global adapter's weight is the same in both modes."""
+    from skillgraft.agent.loadout import COMPILED_BESIDE_TEXT, GLOBAL_BESIDE_SKILLS
+
+    store, model, compiler, _ckpt, _settings = setup
+    version = store.latest_version("fix-comparison")
+    global_ = _dense(store.adapter_path(store.latest_global().id))
+    [compiled] = [to_dense(d) for d in compiler.beside_text().compile([version.text])]
+
+    alone = make_loadout(None, model, [version], "both", compiler=compiler, cache=tmp_path / "c")
+    joined = make_loadout(store, model, [version], "both", compiler=compiler, use_global=True, cache=tmp_path / "c")
+    assert alone.weights == (COMPILED_BESIDE_TEXT,) and joined.weights == (GLOBAL_BESIDE_SKILLS, COMPILED_BESIDE_TEXT)
+    assert alone.context == joined.context == [("fix-comparison", BODY)]
+    for loadout, want in ((alone, {n: COMPILED_BESIDE_TEXT * compiled[n] for n in compiled}),
+                          (joined, {n: GLOBAL_BESIDE_SKILLS * global_[n] + COMPILED_BESIDE_TEXT * compiled[n]
+                                    for n in compiled})):
+        got = _dense(loadout.adapter_dir)
+        assert got.keys() == want.keys()
+        assert all(torch.allclose(got[n], want[n], atol=1e-6) for n in want)
