@@ -172,6 +172,7 @@ def merge_adapter(base_dir: Path, adapter_dir: Path, out: Path) -> Path:
 
 HYPERNET_DIR = "skillworld-hypernet"  # a hypernetwork trained here, preferred to the shipped one
 HYPERNET_RECIPE = "recipe.json"  # beside hypernet.json: the recipe digest and the policy it was trained for
+HYPERNET_PROBE = "probe.json"  # the runs whose induced recipes it trained on (skill_texts.probe_records)
 
 
 def hypernet_texts(records: list[dict], seed: int = 0) -> list[str]:
@@ -180,16 +181,12 @@ def hypernet_texts(records: list[dict], seed: int = 0) -> list[str]:
     import random
 
     from skillgraft.skillworld import library
-    from skillgraft.skillworld.skill_texts import induced, paraphrase
+    from skillgraft.skillworld.skill_texts import induced, paraphrase, probe_records
 
     rng = random.Random(seed)
     texts = [s.body for s in library.every_skill()]
     texts += [paraphrase(s.body, rng) for s in library.skills()]
-    first: dict[str, dict] = {}
-    for record in records:
-        if not record.get("mistake"):
-            first.setdefault(record["family"], record)
-    texts += [induced(r) for r in first.values()]
+    texts += [induced(r) for r in probe_records(records)]
     return list(dict.fromkeys(texts))
 
 
@@ -249,7 +246,8 @@ def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: 
     from dataclasses import replace
 
     from skillgraft.hypernet.train import TrainConfig, train_stage1, train_stage2
-    from skillgraft.skillworld.recipe import HYPERNET, hypernet_digest
+    from skillgraft.skillworld.recipe import HYPERNET
+    from skillgraft.skillworld.skill_texts import probe_records
 
     policy = ensure_policy(models_dir, show_progress=show_progress)
     adapter = policy_adapter(models_dir)
@@ -264,12 +262,23 @@ def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: 
     done = target / "stage2"
     train_stage2(str(policy), hypernet_trajectories(records, HYPERNET.seed, HYPERNET.edit_weight), done, stage2)
     write_memory(done, policy)
+    record_recipe(done, models_dir, adapter, probe_records(records))
+    return done
+
+
+def record_recipe(folder: Path, models_dir: Path, adapter: Path, probe: list[dict]) -> None:
+    """Writes beside a trained hypernetwork what it was trained under: the recipe, the policy
+    adapter, the base, and the probe runs with the digest of the texts made from them."""
+    from skillgraft.skillworld.recipe import HYPERNET, hypernet_digest
+    from skillgraft.skillworld.skill_texts import texts_digest
+
     weights = weights_digest(adapter, "adapter_model.safetensors")
     base = read_manifest(ensure_base(BASE, models_dir)) or {}
-    (done / HYPERNET_RECIPE).write_text(json.dumps({
+    (folder / HYPERNET_PROBE).write_text(json.dumps(probe, indent=0))
+    (folder / HYPERNET_RECIPE).write_text(json.dumps({
         "recipe": hypernet_digest(weights), "policy_adapter": weights, "base": BASE,
-        "base_gguf": base.get("gguf_digest"), "rebuild": REBUILD_HYPERNET}, indent=1))
-    return done
+        "base_gguf": base.get("gguf_digest"), "texts": texts_digest(probe, HYPERNET.seed),
+        "rebuild": REBUILD_HYPERNET}, indent=1))
 
 
 def ensure_hypernet(models_dir: Path, *, show_progress: bool = True) -> Path:
@@ -282,5 +291,27 @@ def ensure_hypernet(models_dir: Path, *, show_progress: bool = True) -> Path:
     folder = own if (own / HYPERNET_RECIPE).is_file() else SHIPPED / "hypernet"
     recipe = hypernet_digest(weights_digest(adapter, "adapter_model.safetensors"))
     base = read_manifest(ensure_base(BASE, models_dir)) or {}
-    check_artifact(folder, recipe, base, REBUILD_HYPERNET, "SkillWorld hypernetwork", HYPERNET_RECIPE)
+    meta = check_artifact(folder, recipe, base, REBUILD_HYPERNET, "SkillWorld hypernetwork", HYPERNET_RECIPE)
+    check_texts(folder, meta.get("texts"))
     return folder
+
+
+def check_texts(folder: Path, recorded: str | None) -> None:
+    """StaleArtifactError unless the texts the code makes from the hypernetwork's probe runs are
+    the ones it was trained on: the recipes the offline summariser induces and the paraphrases
+    change with code that the recipe's digest does not see. A hypernetwork trained before
+    training recorded its texts (the shipped one, README) has nothing to check."""
+    from skillgraft.skillworld.recipe import HYPERNET
+    from skillgraft.skillworld.skill_texts import texts_digest
+
+    if recorded is None:
+        return
+    probe = Path(folder) / HYPERNET_PROBE
+    if not probe.is_file():
+        raise StaleArtifactError(f"the SkillWorld hypernetwork at {folder} records the digest of its training texts "
+                                 f"but not its probe runs ({HYPERNET_PROBE}); rebuild it with `{REBUILD_HYPERNET}`")
+    if texts_digest(json.loads(probe.read_text()), HYPERNET.seed) != recorded:
+        raise StaleArtifactError(
+            f"the SkillWorld hypernetwork at {folder} was trained on other skill texts than the code writes now (the "
+            f"recipes the offline summariser induces from its probe runs, or the paraphrases of the shipped skills). "
+            f"Rebuild it with `{REBUILD_HYPERNET}`.")

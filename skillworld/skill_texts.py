@@ -8,6 +8,8 @@ paired with that family's episodes.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import re
 
@@ -77,3 +79,23 @@ def forms_for(record: dict, rng: random.Random, donors: dict[str, list[dict]]) -
     donor = record if drawn or not others else rng.choice(others)
     out.append(("induced", induced(donor)))
     return out
+
+
+def probe_records(records: list[dict]) -> list[dict]:
+    """Each family's first clean run among `records`: the runs stage 1 induces its recipes from,
+    and the probe a trained hypernetwork keeps to tell whether its texts are still what the code
+    writes."""
+    first: dict[str, dict] = {}
+    for record in records:
+        if not record.get("mistake"):
+            first.setdefault(record["family"], record)
+    return [{k: r[k] for k in ("id", "family", "seed", "success", "steps")} for r in first.values()]
+
+
+def texts_digest(probe: list[dict], seed: int) -> str:
+    """A digest of the texts the hypernetwork's training makes from skills and runs: the recipe
+    the offline summariser induces from each probe run and the paraphrase of every shipped skill.
+    The summariser and the paraphrases are code that changes; the world's digest does not see them."""
+    rng = random.Random(seed)
+    texts = [induced(r) for r in probe] + [paraphrase(s.body, rng) for s in library.skills()]
+    return "sha256:" + hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:24]

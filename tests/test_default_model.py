@@ -54,6 +54,40 @@ def test_a_stale_policy_or_hypernetwork_is_refused_with_the_command_that_rebuild
     assert REBUILD_HYPERNET == "skillgraft hypernet train --recipe skillworld"
 
 
+def test_a_hypernetwork_trained_on_texts_the_code_no_longer_writes_is_refused(models_dir, monkeypatch):
+    """The recipes the offline summariser induces and the paraphrases are made by code the
+    recipe's digest does not see: training keeps its probe runs beside the hypernetwork with the
+    digest of the texts made from them, and a change to the summariser or the paraphrases shows there."""
+    from skillgraft.skillworld import skill_texts
+    from skillgraft.skillworld.skill_texts import probe_records
+
+    steps = [["Run the tests to see what fails.", "COLUMNS=150 python3 -m pytest -q --tb=no -rf | tail -n 2",
+              "FAILED tests/entries_test.py::test_scale_steps - assert 57 == 74\n1 failed, 5 passed in 0.02s\n", 0],
+             ["The failing test is test_scale_steps; find scale_steps.",
+              'grep -rn -B 3 -A 5 "def scale_steps(" --exclude-dir=tests .',
+              "./archive/entries.py:6:def scale_steps(nums):\n./archive/entries.py-8-    for idx in range(len(nums) - 1):\n", 0],
+             ["The loop in scale_steps stops one item early; drop the - 1 from the range bound.",
+              "sed -i '/def scale_steps(/,/^$/s/ - 1)/)/' ./archive/entries.py", "", 0],
+             ["Run the tests again to check the fix.", "python3 -m pytest -q --tb=no | tail -n 1", "6 passed in 0.02s\n", 0]]
+    run = {"id": "skillworld-off-by-one-0", "family": "off_by_one", "seed": 0, "success": True, "steps": steps}
+    probe = probe_records([{**run, "mistake": "grep-miss"}, run, {**run, "id": "skillworld-off-by-one-1", "seed": 1}])
+    assert probe == [run]  # each family's first clean run
+    own = models_dir / default_model.HYPERNET_DIR / "stage2"
+    shutil.copytree(SHIPPED / "hypernet", own)
+    try:
+        default_model.record_recipe(own, models_dir, default_model.policy_adapter(models_dir), probe)
+        assert ensure_hypernet(models_dir) == own
+        monkeypatch.setattr(skill_texts, "induced", lambda record: "another recipe")
+        with pytest.raises(StaleArtifactError, match="other skill texts.*" + REBUILD_HYPERNET.replace(" ", r"\s+")):
+            ensure_hypernet(models_dir)
+        monkeypatch.undo()
+        (own / default_model.HYPERNET_PROBE).unlink()
+        with pytest.raises(StaleArtifactError, match="not its probe runs"):
+            ensure_hypernet(models_dir)
+    finally:
+        shutil.rmtree(models_dir / default_model.HYPERNET_DIR)
+
+
 def test_the_policy_is_refused_on_other_base_weights(models_dir, tmp_path, monkeypatch):
     from skillgraft.agent.models import bases
 
