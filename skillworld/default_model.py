@@ -178,15 +178,10 @@ HYPERNET_PROBE = "probe.json"  # the runs whose induced recipes it trained on (s
 def hypernet_texts(records: list[dict], seed: int = 0) -> list[str]:
     """Stage 1's texts: every skill the world has, a paraphrase of each shipped one, and a recipe
     induced from one run of every family in the records."""
-    import random
-
     from skillgraft.skillworld import library
-    from skillgraft.skillworld.skill_texts import induced, paraphrase, probe_records
+    from skillgraft.skillworld.skill_texts import made_texts, probe_records
 
-    rng = random.Random(seed)
-    texts = [s.body for s in library.every_skill()]
-    texts += [paraphrase(s.body, rng) for s in library.skills()]
-    texts += [induced(r) for r in probe_records(records)]
+    texts = [s.body for s in library.every_skill()] + made_texts(probe_records(records), seed)
     return list(dict.fromkeys(texts))
 
 

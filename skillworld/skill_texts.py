@@ -92,10 +92,14 @@ def probe_records(records: list[dict]) -> list[dict]:
     return [{k: r[k] for k in ("id", "family", "seed", "success", "steps")} for r in first.values()]
 
 
-def texts_digest(probe: list[dict], seed: int) -> str:
-    """A digest of the texts the hypernetwork's training makes from skills and runs: the recipe
-    the offline summariser induces from each probe run and the paraphrase of every shipped skill.
-    The summariser and the paraphrases are code that changes; the world's digest does not see them."""
+def made_texts(probe: list[dict], seed: int) -> list[str]:
+    """The texts stage 1 makes by code rather than reads: the paraphrase of every shipped skill
+    (seeded) and the recipe the offline summariser induces from each probe run."""
     rng = random.Random(seed)
-    texts = [induced(r) for r in probe] + [paraphrase(s.body, rng) for s in library.skills()]
-    return "sha256:" + hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:24]
+    return [paraphrase(s.body, rng) for s in library.skills()] + [induced(r) for r in probe]
+
+
+def texts_digest(probe: list[dict], seed: int) -> str:
+    """A digest of `made_texts`: the summariser and the paraphrases are code that changes, and the
+    world's digest does not see them."""
+    return "sha256:" + hashlib.sha256(json.dumps(made_texts(probe, seed)).encode()).hexdigest()[:24]
