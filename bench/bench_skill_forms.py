@@ -1,13 +1,12 @@
-"""Can the policy use a skill in each form that learning gives it? Teacher-forced edit commands.
+"""Can the policy use a skill in each form that learning gives it? The edit turn, form by form.
 
     python -m bench.bench_skill_forms [--policy DIR --hypernet DIR] [--per-family 3] [--families seen]
-                                      [--show-misses]
+                                      [--score reply|command] [--show-misses]
 
 Learning online hands the agent skills in forms its training never showed it: recipes the
 offline summariser induced from a run, compiled by the hypernetwork, folded into a global adapter.
-This measures, on held-out expert conversations, how often the policy's greedy tokens reproduce
-the expert's edit command (turn 2, given the expert's thought and everything before it) when
-the family's skill is
+This measures, on held-out expert conversations, how often the policy makes the expert's edit
+(turn 2, everything before the turn given) when the family's skill is
 
     none                    no skill at all
     shipped, in context     one of the family's hand-written SKILL.md paraphrases in the prompt
@@ -21,9 +20,17 @@ the family's skill is
                             at the weights a run gets them (agent.loadout.join_weights)
     global + induced, 1:1   the two at full weight each, as runs were given them before
 
+--score reply (the default) has the policy write the edit turn itself, greedily, its own thought
+and then its command, and counts the command; --score command is the faster teacher-forced
+check: the expert's command token by token after the expert's thought. Teacher-forced, forms are
+not compared alike: without a skill the expert's thought names the fix ("returns nothing; return
+acc"), with one it says "make the skill's edit", which the policy, given a recipe it was not
+trained on, does not write itself (it writes the fix it knows).
+
 The induced recipes come from expert runs on a block of held-out seeds of their own, so no
 conversation is scored against a recipe made from itself. With --show-misses every missed
-command is printed with each wrong token as [guess|expert]: where a form goes wrong.
+edit is printed (scoring the reply: the reply as written; the command: each wrong token as
+[guess|expert]): where a form goes wrong.
 """
 from __future__ import annotations
 
@@ -57,8 +64,11 @@ def main() -> None:
     ap.add_argument("--families", nargs="+", default=["seen"], help="families or groups (seen, skill-only, drill, all)")
     ap.add_argument("--alpha", type=float, default=0.5)
     ap.add_argument("--rank", type=int, default=16)
+    ap.add_argument("--score", choices=("reply", "command"), default="reply",
+                    help="reply: the policy writes the edit turn itself, thought and command (default); "
+                         "command: the expert's command teacher-forced after the expert's thought")
     ap.add_argument("--show-misses", action="store_true",
-                    help="print every missed edit command, each wrong token as [guess|expert]")
+                    help="print every missed edit: the reply as written, or each wrong token as [guess|expert]")
     args = ap.parse_args()
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -70,7 +80,7 @@ def main() -> None:
     from skillgraft.skillworld import library
     from skillgraft.skillworld.dataset import record_steps
     from skillgraft.skillworld.default_model import ensure_hypernet, ensure_policy
-    from skillgraft.skillworld.edit_replay import edit_command_guess
+    from skillgraft.skillworld.edit_replay import edit_command_guess, edit_reply_guess
     from skillgraft.skillworld.expert import messages
     from skillgraft.skillworld.families import resolve
 
@@ -96,6 +106,7 @@ def main() -> None:
     for f in families:
         global_, _ = combine(global_, compiled_induced[f], EmaConfig(alpha=args.alpha, rank=args.rank))
 
+    guess = edit_reply_guess if args.score == "reply" else edit_command_guess
     hits: dict = defaultdict(lambda: defaultdict(int))
     for record, skill in zip(records, shipped):
         f = record["family"]
@@ -112,13 +123,14 @@ def main() -> None:
         for form, (in_context, delta) in forms.items():
             # The thoughts are the ones the policy has with the skill text in view, or without it.
             conversation = messages(record_steps(record, bool(in_context)), in_context)
-            right, shown = edit_command_guess(model, tokenizer, conversation, delta)
+            right, shown = guess(model, tokenizer, conversation, delta)
             hits[form][f] += right
             if args.show_misses and not right:
-                print(f"{f}, {form}: {shown}", flush=True)
+                print(f"{f}, {form}: {shown!r}" if args.score == "reply" else f"{f}, {form}: {shown}", flush=True)
 
     per = Counter(record["family"] for record in records)
-    table = Table(title=f"edit command right, teacher-forced, {len(records)} held-out expert conversations")
+    how = "the reply written by the policy" if args.score == "reply" else "teacher-forced after the expert's thought"
+    table = Table(title=f"edit command right, {how}, {len(records)} held-out expert conversations")
     table.add_column("family")
     for form in FORMS:
         table.add_column(form.replace(", in context", " ctx").replace(", compiled", " LoRA"), justify="right")

@@ -7,6 +7,12 @@ command, with everything before it (the expert's thought included) given. That i
 pass, against the seconds to minutes of a sandbox episode on two cores, which is what a search
 over hundreds of adapters (CycleQD) can afford. It is a proxy for success: an episode can still
 go wrong before or after its edit, which only the sandbox (AgentEvaluator) measures.
+
+Teacher-forced, the command follows the expert's thought, and a thought can give the command
+away: without a skill the expert writes "returns nothing; return acc" before `return acc`, with
+one "make the skill's edit". Comparing forms of a skill, `edit_reply_guess` has the policy write
+the whole reply itself (greedy, everything before the reply given) and checks its command: what
+an agent's turn does, at the cost of decoding the reply token by token.
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from skillgraft.agent.prompts import split_reply
 from skillgraft.evolve.cycleqd.evaluators import Request
 from skillgraft.hypernet.apply import generated_lora
 from skillgraft.hypernet.lora import LoraDelta
@@ -27,20 +34,23 @@ EDIT_TURN = 2
 
 @dataclass(frozen=True)
 class EditReplay:
-    """A conversation's tokens up to the end of its edit reply, and the positions of the command."""
+    """A conversation's tokens up to the end of its edit reply, the positions of the command, and
+    where the reply begins."""
 
     ids: list[int]
     command: list[int]
+    reply: int
 
 
 def edit_replay(tokenizer: Any, conversation: list[dict]) -> EditReplay:
     """The conversation cut after its edit reply, with the positions of the reply's command (the
     tokens after its ```bash fence); raises ValueError when it has no edit reply with a command."""
     ids, mask = encode(tokenizer, conversation, 4096)
-    turn, in_command, command, end = -1, False, [], None
+    turn, in_command, command, end, reply = -1, False, [], None, 0
     for i in range(1, len(ids)):
         if mask[i] and not mask[i - 1]:
             turn += 1
+            reply = i if turn == EDIT_TURN else reply
         if turn > EDIT_TURN:
             break
         if mask[i] and turn == EDIT_TURN:
@@ -50,7 +60,7 @@ def edit_replay(tokenizer: Any, conversation: list[dict]) -> EditReplay:
             in_command = in_command or "bash" in tokenizer.convert_ids_to_tokens(ids[i])
     if not command or end is None:
         raise ValueError("the conversation has no edit reply with a command (its third assistant turn)")
-    return EditReplay(ids[:end], command)
+    return EditReplay(ids[:end], command, reply)
 
 
 def edit_guess(model: Any, replay: EditReplay) -> list[int]:
@@ -64,6 +74,29 @@ def edit_guess(model: Any, replay: EditReplay) -> list[int]:
 def edit_right(model: Any, replay: EditReplay) -> bool:
     """Whether the model's greedy guess is the expert's token at every position of the command."""
     return edit_guess(model, replay) == [replay.ids[i] for i in replay.command]
+
+
+def edit_reply_guess(model: Any, tokenizer: Any, conversation: list[dict], delta: LoraDelta | None,
+                     slack: int = 32) -> tuple[bool, str]:
+    """(right, the reply as the model wrote it): the model writes the edit reply itself, greedily,
+    from the conversation before it, with `delta` applied; right when the reply's command is the
+    expert's. The reply is read up to the end of its first command block."""
+    replay = edit_replay(tokenizer, conversation)
+    expert = split_reply(_first_block(tokenizer.decode(replay.ids[replay.reply:], skip_special_tokens=True)))[1]
+    prompt = torch.tensor([replay.ids[: replay.reply]])
+    with applied(model, delta), torch.no_grad():
+        out = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                             max_new_tokens=len(replay.ids) - replay.reply + slack,
+                             pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
+    reply = _first_block(tokenizer.decode(out[0, replay.reply:], skip_special_tokens=True))
+    return split_reply(reply)[1] == expert, reply.strip()
+
+
+def _first_block(text: str) -> str:
+    """`text` up to the end of its first ```bash block (all of it when it has none)."""
+    start = text.find("```bash")
+    end = text.find("\n```", start + 7) if start >= 0 else -1
+    return text if end < 0 else text[: end + 4]
 
 
 def applied(model: Any, delta: LoraDelta | None):

@@ -10,7 +10,8 @@ import torch
 from skillgraft.evolve.cycleqd.candidate import Candidate
 from skillgraft.hypernet.lora import LowRank
 from skillgraft.skillworld.dataset import episode_record, record_steps
-from skillgraft.skillworld.edit_replay import EditReplayEvaluator, applied, edit_command_guess, edit_command_right, edit_guess, edit_replay
+from skillgraft.skillworld.edit_replay import (EditReplayEvaluator, applied, edit_command_guess, edit_command_right, edit_guess,
+                                               edit_replay, edit_reply_guess)
 from skillgraft.skillworld.episodes import run_episodes
 from skillgraft.skillworld.expert import messages
 from skillgraft.skillworld.generate import generate
@@ -61,6 +62,8 @@ def test_a_replay_is_cut_after_the_edit_and_scores_its_command(tiny):
         command = edit.split("```bash\n")[1].split("\n```")[0]
         assert command.startswith("sed -i ") and command in tokenizer.decode([ids[i] for i in replay.command])
         assert edit.split("```bash")[0].strip() not in tokenizer.decode([ids[i] for i in replay.command])
+        assert tokenizer.decode(ids[replay.reply:end]).strip().startswith(edit.split("```bash")[0].strip())
+        assert not mask[replay.reply - 1]  # the reply whole, and nothing of the turn before it
     with pytest.raises(ValueError, match="no edit reply"):
         edit_replay(tokenizer, conversations[0][:4])
 
@@ -110,3 +113,21 @@ def test_a_guessed_command_shows_each_wrong_token_beside_the_experts(tiny):
     wrong = sum(g != replay.ids[i] for g, i in zip(guess, replay.command))
     assert not right and wrong > 0 and shown.count("|") - expert.count("|") == wrong
     assert right == edit_command_right(model, tokenizer, conversations[0], loud)
+
+
+def test_a_reply_written_by_the_model_is_right_when_its_command_is_the_experts(tiny):
+    model, tokenizer, conversations = tiny
+    edit = [m["content"] for m in conversations[1] if m["role"] == "assistant"][2]
+    right, reply = edit_reply_guess(model, tokenizer, conversations[1], None)
+    assert right and reply == edit.strip()  # the taught model writes the expert's reply, thought and all
+    loud = _delta(model, 3.0, seed=1)
+    right, reply = edit_reply_guess(model, tokenizer, conversations[1], loud)
+    assert not right and reply != edit.strip()
+    # The reply's thought is the model's own: an expert thought that misleads the teacher-forced
+    # command (another conversation's) does not reach the reply the model writes.
+    swapped = [dict(m) for m in conversations[1]]
+    other = [m["content"] for m in conversations[0] if m["role"] == "assistant"][2]
+    edit_at = [i for i, m in enumerate(swapped) if m["role"] == "assistant"][2]
+    swapped[edit_at]["content"] = other.split("```bash")[0] + "```bash" + edit.split("```bash")[1]
+    assert not edit_command_right(model, tokenizer, swapped, None)
+    assert edit_reply_guess(model, tokenizer, swapped, None) == (True, edit.strip())
