@@ -29,13 +29,17 @@ if TYPE_CHECKING:
 
 
 SKILL_MODES = tuple(m.value for m in SkillMode)
-# The global adapter's weight when compiled skills join it. A compiled skill moves the weights about
-# as far as the policy tolerates: on the default model, teacher-forced edit commands stay as right
-# as without any adapter with one compiled skill at 1.5x (18/18), and fall to 1/9 at 2x. The
-# global adapter, an average of compiled skills, is that large too, so the two joined at full
-# weight broke it (6/18); the global at half weight beside a skill kept 18/18 and did not weaken
-# the skill. bench_skill_forms measures the rule on held-out tasks.
-GLOBAL_BESIDE_SKILLS = 0.5
+# The global adapter's weight, alone and beside compiled skills, which take the rest of one
+# adapter's weight. Compiled skills share a part (the hypernetwork's "a skill is given", which
+# has the policy write "make the skill's edit"), so an average of them still moves the policy as
+# far as one skill does, and joining two counts that part twice. On the default model, with the
+# policy writing its own edit turn (bench_skill_forms), the global adapter of nine seen
+# families' induced recipes alone made 22/27 of their edits at full weight and 26/27 at half, as
+# many as no adapter; joined with a family's compiled recipe at 0.5 + 1.0 it made 18/27, at
+# 0.25 + 0.75 26/27; on the skill-only families (20 edits, the global adapter of their recipes)
+# 5/20 and 14/20, where the compiled recipe alone made 14/20.
+GLOBAL_ALONE = 0.5
+GLOBAL_BESIDE_SKILLS = 0.25
 # The compiled skills' share where the prompt shows their text too (skill mode both). A compiled
 # skill is trained to stand in for its text, so beside it the skill is given twice: at full weight
 # the default model solved 99/108 seen and 99/100 skill-only SkillWorld tasks where the text alone
@@ -138,11 +142,11 @@ def join_weights(with_global: bool, adapters: int, compiled: int, beside_text: b
     """The weight of each part a run joins, in the loadout's order (the global adapter, given
     adapter folders, compiled skills). Compiled skills share one adapter's weight, so retrieving
     more skills does not push the weights further from the policy; the global adapter counts
-    fully alone and at GLOBAL_BESIDE_SKILLS beside compiled skills; beside their text
-    (`beside_text`) the compiled skills share COMPILED_BESIDE_TEXT instead; a given folder (a
-    CycleQD candidate, `--adapter`) is taken as it is."""
-    head = [GLOBAL_BESIDE_SKILLS if compiled else 1.0] if with_global else []
-    share = COMPILED_BESIDE_TEXT if beside_text else 1.0
+    GLOBAL_ALONE alone and GLOBAL_BESIDE_SKILLS beside compiled skills, which then share the rest;
+    beside their text (`beside_text`) the compiled skills' share is COMPILED_BESIDE_TEXT of that;
+    a given folder (a CycleQD candidate, `--adapter`) is taken as it is."""
+    head = [GLOBAL_BESIDE_SKILLS if compiled else GLOBAL_ALONE] if with_global else []
+    share = (COMPILED_BESIDE_TEXT if beside_text else 1.0) * (1.0 - GLOBAL_BESIDE_SKILLS if with_global else 1.0)
     return head + [1.0] * adapters + [share / compiled for _ in range(compiled)]
 
 

@@ -15,7 +15,8 @@ This measures, on held-out expert conversations, how often the policy makes the 
     shipped, compiled       the shipped text compiled to a LoRA adapter, nothing in the prompt
     induced, compiled       the induced recipe compiled
     global                  the exact low-rank EMA (--alpha, --rank) of every family's compiled
-                            induced recipe: one adapter for all tasks, as learning builds it
+                            induced recipe: one adapter for all tasks, as learning builds it,
+                            at the weight a run gives it alone (agent.loadout.join_weights)
     global + induced        the global adapter joined with the family's own compiled recipe
                             at the weights a run gets them (agent.loadout.join_weights)
     global + induced, 1:1   the two at full weight each, as runs were given them before
@@ -116,7 +117,7 @@ def main() -> None:
             "induced, in context": ([(f.replace("_", "-"), induced[f])], None),
             "shipped, compiled": ([], compiled_shipped[skill.body]),
             "induced, compiled": ([], compiled_induced[f]),
-            "global": ([], global_),
+            "global": ([], concat([global_], join_weights(True, 0, 0))),
             "global + induced": ([], concat([global_, compiled_induced[f]], join_weights(True, 0, 1))),
             "global + induced, 1:1": ([], concat([global_, compiled_induced[f]])),
         }

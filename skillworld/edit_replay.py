@@ -27,6 +27,7 @@ from skillgraft.agent.prompts import split_reply
 from skillgraft.evolve.cycleqd.evaluators import Request
 from skillgraft.hypernet.apply import generated_lora
 from skillgraft.hypernet.lora import LoraDelta
+from skillgraft.skillworld.policy.fit import pad_id
 from skillgraft.skillworld.policy.lora_policy import encode
 
 EDIT_TURN = 2
@@ -87,7 +88,7 @@ def edit_reply_guess(model: Any, tokenizer: Any, conversation: list[dict], delta
     with applied(model, delta), torch.no_grad():
         out = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
                              max_new_tokens=len(replay.ids) - replay.reply + slack,
-                             pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
+                             pad_token_id=pad_id(tokenizer))
     reply = _first_block(tokenizer.decode(out[0, replay.reply:], skip_special_tokens=True))
     return split_reply(reply)[1] == expert, reply.strip()
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from skillgraft.agent.loadout import GLOBAL_ALONE
 from skillgraft.agent.models.hf_model import HFModel
 from skillgraft.evolve.learn.global_adapter import EmaConfig
 from skillgraft.evolve.learn.loop import LearnConfig, Learner
@@ -42,18 +43,31 @@ def test_the_gate_runs_validation_with_candidate_and_current_global(parts, tmp_p
     # the summary was validated compiled (no global to join yet) and became v1; the first global
     # was validated against no adapter at all (nothing loaded for that run) before it was kept
     assert first.version == 1 and len(model.loaded) == 2 and model.loaded[0].parent.name == "compiled"
-    assert model.loaded[1].parent.name.startswith("skillgraft-global-")
+    [(candidate, weight)] = _joined(model.loaded[1])
+    assert candidate.parent.name.startswith("skillgraft-global-") and weight == GLOBAL_ALONE
     model.loaded.clear()
     o = learner.run_session([b.task()]).outcomes[0]
     # b's run was given v1 and solved: it confirms v1, so nothing is summarised or validated for
     # the skill; then the run of b (with global v1), and the validation task under v1 and under
     # the candidate global
     assert o.note == "confirms off-by-one@v1 (1 of 1 runs given it solved)"
-    loaded = [p.resolve() for p in model.loaded]
-    assert len(loaded) == 3 and loaded[1] == store.adapter_path(first.id).resolve()
-    assert loaded[2].parent.name.startswith("skillgraft-global-")
+    # each global as a run gets it alone: at GLOBAL_ALONE
+    assert len(model.loaded) == 3
+    assert _joined(model.loaded[1]) == [(store.adapter_path(first.id).resolve(), GLOBAL_ALONE)]
+    [(candidate, weight)] = _joined(model.loaded[2])
+    assert candidate.parent.name.startswith("skillgraft-global-") and weight == GLOBAL_ALONE
     # the expert solves the validation task either way: no regression, so the candidate is kept
     assert o.success and o.global_after == 2 and store.latest_global().version == 2
+
+
+def _joined(folder: Path, raw: bool = False) -> list[tuple[Path | str, float]]:
+    """The (adapter folder, weight) parts a composed adapter folder was joined from (`raw`: each
+    part's cache key as it is)."""
+    from skillgraft.hypernet.peft_io import read_info
+
+    parts = read_info(folder).metadata.get("composed_of", [])
+    return [(p["part"] if raw or not p["part"].startswith("folder:") else Path(p["part"][7:]).resolve(), p["weight"])
+            for p in parts]
 
 
 class ShunsInducedRecipes(PoolExpert):
@@ -126,10 +140,11 @@ class HarmedByNewRecipes(HarmedBy):
 
 
 class HarmedByGlobals(HarmedBy):
-    """Harmed by a candidate global adapter."""
+    """Harmed by a candidate global adapter, which the gate joins at the weight a run gives it."""
 
     def harms(self, adapter_dir):
-        return adapter_dir.parent.name.startswith("skillgraft-global-")
+        return any(str(part).startswith("folder:") and Path(part[7:]).parent.name.startswith("skillgraft-global-")
+                   for part, _ in _joined(adapter_dir, raw=True))
 
 
 @pytest.mark.parametrize("model_class", [PoolExpert, HarmedByNewRecipes, HarmedByGlobals])

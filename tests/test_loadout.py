@@ -134,10 +134,11 @@ def test_a_loadout_that_cannot_reach_the_model_is_refused_before_the_run(setup, 
     assert plain.context == [("fix-comparison", BODY)] and plain.adapter_dir is None and plain.parts == ()
 
 
-def test_compiled_skills_share_one_adapters_weight_and_the_global_joins_them_at_half(setup, tmp_path):
-    """Two adapters at full weight push the policy past what it tolerates: the joined ΔW is
-    GLOBAL_BESIDE_SKILLS x the global adapter plus the compiled skills' mean."""
-    from skillgraft.agent.loadout import GLOBAL_BESIDE_SKILLS
+def test_the_global_adapter_and_compiled_skills_share_one_adapters_weight(setup, tmp_path):
+    """Two adapters at full weight push the policy past what it tolerates: the global adapter
+    counts GLOBAL_ALONE alone; beside compiled skills the joined ΔW is GLOBAL_BESIDE_SKILLS x the
+    global adapter plus the rest of one adapter's weight, shared by the compiled skills."""
+    from skillgraft.agent.loadout import GLOBAL_ALONE, GLOBAL_BESIDE_SKILLS
 
     store, model, compiler, _ckpt, _settings = setup
     version = store.latest_version("fix-comparison")
@@ -145,15 +146,18 @@ def test_compiled_skills_share_one_adapters_weight_and_the_global_joins_them_at_
     global_ = _dense(store.adapter_path(store.latest_global().id))
 
     alone = make_loadout(store, model, [], "parametric", compiler=compiler, use_global=True, cache=tmp_path / "c")
-    assert alone.weights == (1.0,) and alone.adapter_dir == store.adapter_path(store.latest_global().id)
+    assert alone.weights == (GLOBAL_ALONE,) and GLOBAL_ALONE < 1.0
+    got = _dense(alone.adapter_dir)
+    assert all(torch.allclose(got[n], GLOBAL_ALONE * global_[n], atol=1e-6) for n in global_)
 
     one = make_loadout(store, model, [version], "parametric", compiler=compiler, use_global=True, cache=tmp_path / "c")
     two = make_loadout(store, model, [version, other], "parametric", compiler=compiler, use_global=True,
                        cache=tmp_path / "c")
-    assert one.weights == (GLOBAL_BESIDE_SKILLS, 1.0) and two.weights == (GLOBAL_BESIDE_SKILLS, 0.5, 0.5)
+    rest = 1.0 - GLOBAL_BESIDE_SKILLS
+    assert one.weights == (GLOBAL_BESIDE_SKILLS, rest) and two.weights == (GLOBAL_BESIDE_SKILLS, rest / 2, rest / 2)
     first, second = (to_dense(d) for d in compiler.compile([version.text, other.text]))
-    for loadout, want in ((one, {n: GLOBAL_BESIDE_SKILLS * global_[n] + first[n] for n in first}),
-                          (two, {n: GLOBAL_BESIDE_SKILLS * global_[n] + 0.5 * (first[n] + second[n]) for n in first})):
+    for loadout, want in ((one, {n: GLOBAL_BESIDE_SKILLS * global_[n] + rest * first[n] for n in first}),
+                          (two, {n: GLOBAL_BESIDE_SKILLS * global_[n] + rest / 2 * (first[n] + second[n]) for n in first})):
         got = _dense(loadout.adapter_dir)
         assert got.keys() == want.keys()
         assert all(torch.allclose(got[n], want[n], atol=1e-6) for n in want)
@@ -172,10 +176,11 @@ def test_beside_its_text_a_compiled_skill_joins_at_a_reduced_weight(setup, tmp_p
 
     alone = make_loadout(None, model, [version], "both", compiler=compiler, cache=tmp_path / "c")
     joined = make_loadout(store, model, [version], "both", compiler=compiler, use_global=True, cache=tmp_path / "c")
-    assert alone.weights == (COMPILED_BESIDE_TEXT,) and joined.weights == (GLOBAL_BESIDE_SKILLS, COMPILED_BESIDE_TEXT)
+    beside = COMPILED_BESIDE_TEXT * (1.0 - GLOBAL_BESIDE_SKILLS)
+    assert alone.weights == (COMPILED_BESIDE_TEXT,) and joined.weights == (GLOBAL_BESIDE_SKILLS, beside)
     assert alone.context == joined.context == [("fix-comparison", BODY)]
     for loadout, want in ((alone, {n: COMPILED_BESIDE_TEXT * compiled[n] for n in compiled}),
-                          (joined, {n: GLOBAL_BESIDE_SKILLS * global_[n] + COMPILED_BESIDE_TEXT * compiled[n]
+                          (joined, {n: GLOBAL_BESIDE_SKILLS * global_[n] + beside * compiled[n]
                                     for n in compiled})):
         got = _dense(loadout.adapter_dir)
         assert got.keys() == want.keys()
