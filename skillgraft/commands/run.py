@@ -47,7 +47,7 @@ def run(
     ),
     skill_mode: SkillMode = typer.Option(
         SkillMode.context, "--skill-mode",
-        help="context: skill text in the prompt; parametric: skills compiled into a LoRA adapter (hf: models), text not in the prompt; both: the text in the prompt and the compiled skills at half weight.",
+        help="context: skill text in the prompt; parametric: skills compiled into a LoRA adapter (hf: models), text not in the prompt; both: the text in the prompt and the compiled skills at half the weight parametric mode gives them.",
     ),
     hypernet_ckpt: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint for --skill-mode parametric|both (default: the model's own)."),
     adapter: Optional[Path] = typer.Option(None, "--adapter", help="PEFT LoRA adapter folder to activate (hf: models only), joined with any compiled skills."),
