@@ -160,13 +160,16 @@ def make_loadout(
     use_global: bool = False,
     global_name: str = GLOBAL,
     adapters: Sequence[Path] = (),
+    global_folder: Path | None = None,
     cache: Path | None = None,
 ) -> Loadout:
     """The skills and adapters a run of `model` gets.
 
     Compiled modes compile each skill (a store version once per checkpoint, into the store; any
     other text once per checkpoint, into `cache`). `use_global` joins the store's current global
-    adapter, `adapters` joins adapter folders as they are (a CycleQD candidate). Joined folders
+    adapter, `global_folder` a global adapter outside the store (a candidate the learner's gate
+    weighs) at the same weight, `adapters` joins adapter folders as they are (a CycleQD
+    candidate). Joined folders
     are cached under `cache`, which only a loadout that joins adapters or compiles a text outside
     the store needs (compose refuses to join without one).
     """
@@ -179,7 +182,7 @@ def make_loadout(
     given = tuple(s if isinstance(s, GivenSkill) else GivenSkill.of_version(s) for s in skills)
     head = store.latest_global(global_name) if (use_global and store is not None) else None
     compiling = mode.compiled and bool(given)
-    if (compiling or head is not None or adapters) and not isinstance(model, AdapterModel):
+    if (compiling or head is not None or global_folder or adapters) and not isinstance(model, AdapterModel):
         raise LoadoutError(f"{model.name} cannot take LoRA adapters: its weights are out of reach (a hosted model, "
                            "a replay). Compiled skills and adapters need a local model (hf:<path>); use skill mode context.")
     if compiling and compiler is None:
@@ -187,6 +190,8 @@ def make_loadout(
     if compiler is not None and mode.in_context:  # the text is in the prompt: no command memory
         compiler = compiler.beside_text()
     parts = [AdapterPart.stored(store, head)] if store is not None and head is not None else []
+    parts += [AdapterPart.folder(global_folder)] if global_folder is not None and not parts else []
+    with_global = bool(parts)
     parts += [AdapterPart.folder(p) for p in adapters]
     for skill in given if compiling else ():
         assert compiler is not None  # refused above
@@ -196,7 +201,6 @@ def make_loadout(
             raise LoadoutError(f"compiling {skill.name!r}, a text outside the store, needs a cache folder")
         else:
             parts.append(compiled_text(compiler, skill.text, cache))
-    weights = join_weights(store is not None and head is not None, len(adapters), len(given) if compiling else 0,
-                           mode.in_context)
+    weights = join_weights(with_global, len(adapters), len(given) if compiling else 0, mode.in_context)
     adapter_dir, key = compose(parts, cache, weights)
     return Loadout(mode, given, tuple(parts), adapter_dir, key, head, tuple(weights))

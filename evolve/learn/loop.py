@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from skillgraft.agent.episodes import EpisodeJob, EpisodeRunner
-from skillgraft.agent.loadout import GLOBAL_ALONE, SKILL_MODES, AdapterPart, GivenSkill, Loadout, SkillMode, make_loadout
+from skillgraft.agent.loadout import SKILL_MODES, GivenSkill, Loadout, SkillMode, make_loadout
 from skillgraft.agent.models.base import AdapterModel, Model, Sampling
 from skillgraft.agent.seams import SkillCompiler
 from skillgraft.agent.runner import RunResult, run_task
-from skillgraft.agent.skill_adapters import compiled_adapter, compose
+from skillgraft.agent.skill_adapters import compiled_adapter
 from skillgraft.agent.task import Task
 from skillgraft.agent.unstick import Unstick
 from skillgraft.evolve.learn.choose import retrieve, target_skill
@@ -335,22 +335,15 @@ class Learner:
 
     def _gate(self, candidate: Path, current: Path | None) -> bool:
         """A new global version must not score below the current one (or no adapter, for the
-        first) on the validation tasks, each at the weight a run gives it alone (GLOBAL_ALONE);
-        the current one's score is kept until the head moves."""
+        first) on the validation tasks, each at the weight a run gives it; the current one's score
+        is kept until the head moves."""
         scorer = self._scorer()
         key = ("global", str(current), tuple(t.id for t in self.validation))
         if key not in self._current_scores:
-            old = make_loadout(None, self.model, mode=SkillMode.parametric,
-                               adapters=[self._as_run_gets(current)] if current else [], cache=self.workdir)
+            old = make_loadout(None, self.model, mode=SkillMode.parametric, global_folder=current, cache=self.workdir)
             self._current_scores[key] = mean(scorer.scores(self.validation, old))
-        new = make_loadout(None, self.model, mode=SkillMode.parametric, adapters=[self._as_run_gets(candidate)],
-                           cache=self.workdir)
+        new = make_loadout(None, self.model, mode=SkillMode.parametric, global_folder=candidate, cache=self.workdir)
         return mean(scorer.scores(self.validation, new)) >= self._current_scores[key]
-
-    def _as_run_gets(self, global_folder: Path) -> Path:
-        folder, _ = compose([AdapterPart.folder(global_folder)], self.workdir, [GLOBAL_ALONE])
-        assert folder is not None  # one part
-        return folder
 
     def _scorer(self) -> AgentScorer:
         """Validation runs as the session's own: on its episode runner where it has one."""
