@@ -25,7 +25,7 @@ from rich.table import Table
 from bench.ray_option import add_ray_option, ray_runner
 from skillgraft.agent.episodes import ThreadModels
 from skillgraft.skillworld.evaluate import cells, run_eval, world_compiler
-from skillgraft.skillworld.families import GROUPS
+from skillgraft.skillworld.families import GROUPS, resolve
 
 
 def main() -> None:
@@ -40,7 +40,8 @@ def main() -> None:
     ap.add_argument("--no-parametric", action="store_true", help="skip the parametric and both cells")
     ap.add_argument("--rows", default="expert,base,none,context,parametric,both")
     ap.add_argument("--groups", default="seen,skill-only",
-                    help="family groups to run; the skill-only group has 4 families, so 25 episodes each make 100 per cell")
+                    help="family groups to run, or single families, comma-separated; the skill-only group has 4 families, "
+                         "so 25 episodes each make 100 per cell")
     ap.add_argument("--max-new-tokens", type=int, default=128,
                     help="reply budget per turn (the expert's longest reply is under 80 tokens)")
     ap.add_argument("--out", type=Path, default=None, help="also write the cells and every episode as JSON lines here")
@@ -84,13 +85,13 @@ def main() -> None:
     for row in rows:
         (factory, runner), cond = plan[row]
         for group in args.groups.split(","):
-            fams = GROUPS[group]
+            fams = resolve([group])
             started = time.monotonic()
             with Progress(console=console, transient=True) as bar:
                 job = bar.add_task(f"{row} · {group}", total=args.episodes * len(fams))
                 results = run_eval(factory, cond, fams, args.episodes, workers=args.workers, compiler=compiler,
                                    on_result=lambda _r: bar.advance(job), runner=runner)
-            cell = [c for c in cells(results, "group") if c.name == group][0]
+            cell = [c for c in cells(results, "group" if group in GROUPS else "family") if c.name == group][0]
             table[(row, group)] = cell
             lo, hi = cell.interval
             if args.out:

@@ -52,7 +52,7 @@ _SUBSTITUTION = re.compile(r"(?<![\w.])s/((?:[^/\\]|\\.)*)/((?:[^/\\]|\\.)*)/")
 _PLACEHOLDER_HEAD = re.compile(r"\b[A-Z][A-Z_0-9]*")  # also KEY in KEYs
 KIND = "down_proj"
 SPEC = "memory.json"  # in a hypernetwork checkpoint's folder
-RULES = "2"  # what code_pairs writes; part of the checkpoint's id, so a change recompiles every skill
+RULES = "3"  # what code_pairs writes; part of the checkpoint's id, so a change recompiles every skill
 
 
 def is_literal_edit(span: str) -> bool:
@@ -82,7 +82,12 @@ def code_pairs(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, in
       hold the policy's syntax steady against the other keys.
 
     The first rule also takes a literal that follows such a token (` -` after the second ` =` of
-    `s/NAME = VALUE$/NAME = -VALUE/`): its key would fire at the first ` =` just as well."""
+    `s/NAME = VALUE$/NAME = -VALUE/`): its key would fire at the first ` =` just as well.
+
+    Nor is sed syntax keyed by a placeholder's token (`"]` after KEY): the agent's own word stands
+    there, and it writes that word in its reasons too (`the dict has "values"`), where the syntax
+    would follow it and run on (`"values"]"]/"/"/…`). A literal after a placeholder (the `s` of
+    KEYs) is still written: that is what the skill adds."""
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = enc["input_ids"], enc["offset_mapping"]
     literal = [m for m in _SPAN.finditer(text) if is_literal_edit(m.group(1))]
@@ -105,6 +110,8 @@ def code_pairs(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, in
         if span[t] is None or span[t] != span[t + 1] or hole[t + 1] or (span[t], ids[t]) in before_hole:
             continue
         if syntax[t] and syntax[t + 1]:
+            continue
+        if hole[t] and set(text[offsets[t + 1][0]:offsets[t + 1][1]]) <= _SED_SYNTAX:
             continue
         pairs.append((t, ids[t + 1]))
     return ids, pairs

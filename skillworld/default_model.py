@@ -112,7 +112,7 @@ def check_artifact(folder: Path, recipe: str, base_manifest: dict, rebuild: str,
         raise StaleArtifactError(
             f"the {what} at {folder} was trained under recipe {meta.get('recipe')}, but the current code's recipe is "
             f"{recipe}: what its training would see has changed (the world's tasks, the expert's steps, the skills, "
-            f"the training configuration or the policy it builds on). Rebuild it with `{rebuild}`.")
+            f"the training configuration, the policy it builds on; a hypernetwork's pinned recipes and paraphrases). Rebuild it with `{rebuild}`.")
     if meta.get("base_gguf") != base_manifest.get("gguf_digest"):
         raise StaleArtifactError(
             f"the {what} at {folder} was trained on base weights {meta.get('base_gguf')}, but {BASE} here is "
@@ -172,16 +172,15 @@ def merge_adapter(base_dir: Path, adapter_dir: Path, out: Path) -> Path:
 
 HYPERNET_DIR = "skillworld-hypernet"  # a hypernetwork trained here, preferred to the shipped one
 HYPERNET_RECIPE = "recipe.json"  # beside hypernet.json: the recipe digest and the policy it was trained for
-HYPERNET_PROBE = "probe.json"  # the runs whose induced recipes it trained on (skill_texts.probe_records)
 
 
 def hypernet_texts(records: list[dict], seed: int = 0) -> list[str]:
-    """Stage 1's texts: every skill the world has, a paraphrase of each shipped one, and a recipe
-    induced from one run of every family in the records."""
+    """Stage 1's texts: every skill the world has, a paraphrase of each shipped one, and the pinned
+    recipe induced from one run of every family in the records."""
     from skillgraft.skillworld import library
-    from skillgraft.skillworld.skill_texts import made_texts, probe_records
+    from skillgraft.skillworld.skill_texts import first_clean_runs, made_texts, pinned_recipes
 
-    texts = [s.body for s in library.every_skill()] + made_texts(probe_records(records), seed)
+    texts = [s.body for s in library.every_skill()] + made_texts(first_clean_runs(records), pinned_recipes(), seed)
     return list(dict.fromkeys(texts))
 
 
@@ -194,8 +193,9 @@ def hypernet_trajectories(records: list[dict], seed: int = 0, edit_weight: float
 
     from skillgraft.skillworld.dataset import record_steps
     from skillgraft.skillworld.expert import messages
-    from skillgraft.skillworld.skill_texts import forms_for
+    from skillgraft.skillworld.skill_texts import forms_for, pinned_recipes
 
+    recipes = pinned_recipes()
     rng = random.Random(seed)
     clean = [r for r in records if not r.get("mistake")]
     donors: dict[str, list[dict]] = {}
@@ -203,7 +203,7 @@ def hypernet_trajectories(records: list[dict], seed: int = 0, edit_weight: float
         donors.setdefault(r["family"], []).append(r)
     out = []
     for i, record in enumerate(clean):
-        form, text = forms_for(record, rng, donors)[i % 3]
+        form, text = forms_for(record, rng, donors, recipes)[i % 3]
         conversation = messages(record_steps(record))
         for m in conversation:  # the edit is what a skill changes: it weighs most in the loss
             if m["role"] == "assistant" and "sed -i" in m["content"]:
@@ -242,7 +242,6 @@ def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: 
 
     from skillgraft.hypernet.train import TrainConfig, train_stage1, train_stage2
     from skillgraft.skillworld.recipe import HYPERNET
-    from skillgraft.skillworld.skill_texts import probe_records
 
     policy = ensure_policy(models_dir, show_progress=show_progress)
     adapter = policy_adapter(models_dir)
@@ -257,28 +256,25 @@ def train_hypernet(models_dir: Path, out: Path | None = None, *, show_progress: 
     done = target / "stage2"
     train_stage2(str(policy), hypernet_trajectories(records, HYPERNET.seed, HYPERNET.edit_weight), done, stage2)
     write_memory(done, policy)
-    record_recipe(done, models_dir, adapter, probe_records(records))
+    record_recipe(done, models_dir, adapter)
     return done
 
 
-def record_recipe(folder: Path, models_dir: Path, adapter: Path, probe: list[dict]) -> None:
+def record_recipe(folder: Path, models_dir: Path, adapter: Path) -> None:
     """Writes beside a trained hypernetwork what it was trained under: the recipe, the policy
-    adapter, the base, and the probe runs with the digest of the texts made from them."""
-    from skillgraft.skillworld.recipe import HYPERNET, hypernet_digest
-    from skillgraft.skillworld.skill_texts import texts_digest
+    adapter and the base."""
+    from skillgraft.skillworld.recipe import hypernet_digest
 
     weights = weights_digest(adapter, "adapter_model.safetensors")
     base = read_manifest(ensure_base(BASE, models_dir)) or {}
-    (folder / HYPERNET_PROBE).write_text(json.dumps(probe, indent=0))
     (folder / HYPERNET_RECIPE).write_text(json.dumps({
         "recipe": hypernet_digest(weights), "policy_adapter": weights, "base": BASE,
-        "base_gguf": base.get("gguf_digest"), "texts": texts_digest(probe, HYPERNET.seed),
-        "rebuild": REBUILD_HYPERNET}, indent=1))
+        "base_gguf": base.get("gguf_digest"), "rebuild": REBUILD_HYPERNET}, indent=1))
 
 
 def ensure_hypernet(models_dir: Path, *, show_progress: bool = True) -> Path:
     """The default model's hypernetwork: one trained under the models folder, else the shipped
-    one; StaleArtifactError when it was trained for another recipe, policy or base."""
+    one; StaleArtifactError when it was trained for another recipe (its texts included), policy or base."""
     from skillgraft.skillworld.recipe import hypernet_digest
 
     adapter = policy_adapter(models_dir)
@@ -286,27 +282,5 @@ def ensure_hypernet(models_dir: Path, *, show_progress: bool = True) -> Path:
     folder = own if (own / HYPERNET_RECIPE).is_file() else SHIPPED / "hypernet"
     recipe = hypernet_digest(weights_digest(adapter, "adapter_model.safetensors"))
     base = read_manifest(ensure_base(BASE, models_dir)) or {}
-    meta = check_artifact(folder, recipe, base, REBUILD_HYPERNET, "SkillWorld hypernetwork", HYPERNET_RECIPE)
-    check_texts(folder, meta.get("texts"))
+    check_artifact(folder, recipe, base, REBUILD_HYPERNET, "SkillWorld hypernetwork", HYPERNET_RECIPE)
     return folder
-
-
-def check_texts(folder: Path, recorded: str | None) -> None:
-    """StaleArtifactError unless the texts the code makes from the hypernetwork's probe runs are
-    the ones it was trained on: the recipes the offline summariser induces and the paraphrases
-    change with code that the recipe's digest does not see. A hypernetwork trained before
-    training recorded its texts (the shipped one, README) has nothing to check."""
-    from skillgraft.skillworld.recipe import HYPERNET
-    from skillgraft.skillworld.skill_texts import texts_digest
-
-    if recorded is None:
-        return
-    probe = Path(folder) / HYPERNET_PROBE
-    if not probe.is_file():
-        raise StaleArtifactError(f"the SkillWorld hypernetwork at {folder} records the digest of its training texts "
-                                 f"but not its probe runs ({HYPERNET_PROBE}); rebuild it with `{REBUILD_HYPERNET}`")
-    if texts_digest(json.loads(probe.read_text()), HYPERNET.seed) != recorded:
-        raise StaleArtifactError(
-            f"the SkillWorld hypernetwork at {folder} was trained on other skill texts than the code writes now (the "
-            f"recipes the offline summariser induces from its probe runs, or the paraphrases of the shipped skills). "
-            f"Rebuild it with `{REBUILD_HYPERNET}`.")

@@ -134,5 +134,9 @@ def policy_digest() -> str:
 
 def hypernet_digest(policy_weights: str) -> str:
     """The hypernetwork's recipe under the policy whose adapter weights have this digest: a new
-    policy makes the hypernetwork stale too, since it was trained against the policy's weights."""
-    return "hypernet-" + _digest(world_digest(), [asdict(s) for s in EPISODE_SETS], asdict(HYPERNET), policy_weights)
+    policy makes the hypernetwork stale too, since it was trained against the policy's weights, and so
+    do new pinned recipes or paraphrases (skill_texts.texts_digest)."""
+    from skillgraft.skillworld.skill_texts import texts_digest
+
+    return "hypernet-" + _digest(world_digest(), [asdict(s) for s in EPISODE_SETS], asdict(HYPERNET), policy_weights,
+                                 texts_digest(HYPERNET.seed))

@@ -1,5 +1,5 @@
 """Skill text in the forms the hypernetwork must compile: shipped, induced from a run by the
-offline summariser, and paraphrased.
+offline summariser (pinned in a file, below), and paraphrased.
 
 A hypernetwork trained only on the shipped texts compiles a text it has never seen (a recipe
 the learner induced, a skill someone rewrote) into an adapter that can break the policy. So the
@@ -12,6 +12,7 @@ import hashlib
 import json
 import random
 import re
+from pathlib import Path
 
 from skillgraft.skillworld import library
 
@@ -66,10 +67,11 @@ def induced(record: dict) -> str:
     return parse(OfflineSummariser(test_command=task.test).summarise(episode, name), folder_name=name).body
 
 
-def forms_for(record: dict, rng: random.Random, donors: dict[str, list[dict]]) -> list[tuple[str, str]]:
+def forms_for(record: dict, rng: random.Random, donors: dict[str, list[dict]],
+              recipes: dict[str, str]) -> list[tuple[str, str]]:
     """(form, text) of the skill texts that fit the record's task: a shipped (or drill) skill, its
-    paraphrase, and a recipe induced from another run of the same family where one fits (for a
-    drill whose values are drawn per task, only this task's own run has the right values)."""
+    paraphrase, and the pinned recipe induced from another run of the same family where one fits
+    (for a drill whose values are drawn per task, only this task's own run has the right values)."""
     from skillgraft.skillworld.families.drills import BY_FAMILY
 
     shipped = library.pick(record["family"], rng, record["seed"])
@@ -77,29 +79,64 @@ def forms_for(record: dict, rng: random.Random, donors: dict[str, list[dict]]) -
     drawn = record["family"] in BY_FAMILY and BY_FAMILY[record["family"]].draw is not None
     others = [r for r in donors.get(record["family"], []) if r["id"] != record["id"]]
     donor = record if drawn or not others else rng.choice(others)
-    out.append(("induced", induced(donor)))
+    out.append(("induced", pinned_recipe(recipes, donor)))
     return out
 
 
-def probe_records(records: list[dict]) -> list[dict]:
-    """Each family's first clean run among `records`: the runs stage 1 induces its recipes from,
-    and the probe a trained hypernetwork keeps to tell whether its texts are still what the code
-    writes."""
+def first_clean_runs(records: list[dict]) -> list[dict]:
+    """Each family's first clean run among `records`: the runs stage 1 takes its induced recipes from."""
     first: dict[str, dict] = {}
     for record in records:
         if not record.get("mistake"):
             first.setdefault(record["family"], record)
-    return [{k: r[k] for k in ("id", "family", "seed", "success", "steps")} for r in first.values()]
+    return list(first.values())
 
 
-def made_texts(probe: list[dict], seed: int) -> list[str]:
-    """The texts stage 1 makes by code rather than reads: the paraphrase of every shipped skill
-    (seeded) and the recipe the offline summariser induces from each probe run."""
+# ---------------------------------------------------------------- the pinned recipes
+# The recipes the hypernetwork trains on are data, not code: the offline summariser's wording
+# changes as learning improves it, and a hypernetwork trained on yesterday's recipes must still be
+# rebuilt from the same texts. `pin_recipes` rewrites the file from today's summariser; its digest
+# is part of the hypernetwork's recipe, so the shipped hypernetwork is then refused until rebuilt.
+
+PINNED = Path(__file__).with_name("hypernet_recipes.json")
+REPIN = "skillgraft world pin-recipes"
+
+
+class UnpinnedRunError(RuntimeError):
+    """A training run has no pinned recipe: the expert's runs changed since the file was written."""
+
+
+def pin_recipes(records: list[dict], path: Path | None = None) -> dict[str, str]:
+    """Writes the recipe the offline summariser induces from every clean run in `records`."""
+    recipes = {r["id"]: induced(r) for r in records if not r.get("mistake")}
+    Path(path or PINNED).write_text(json.dumps({"written_by": REPIN, "recipes": recipes}, indent=1, sort_keys=True) + "\n")
+    return recipes
+
+
+def pinned_recipes(path: Path | None = None) -> dict[str, str]:
+    path = Path(path or PINNED)
+    return json.loads(path.read_text())["recipes"] if path.is_file() else {}
+
+
+def pinned_recipe(recipes: dict[str, str], record: dict) -> str:
+    try:
+        return recipes[record["id"]]
+    except KeyError:
+        raise UnpinnedRunError(f"no pinned recipe for the expert's run {record['id']}: the runs changed since "
+                               f"the recipes were pinned; pin them again with `{REPIN}`") from None
+
+
+def made_texts(runs: list[dict], recipes: dict[str, str], seed: int) -> list[str]:
+    """The texts stage 1 makes rather than reads: the paraphrase of every shipped skill (seeded)
+    and the pinned recipes of `runs`."""
     rng = random.Random(seed)
-    return [paraphrase(s.body, rng) for s in library.skills()] + [induced(r) for r in probe]
+    return [paraphrase(s.body, rng) for s in library.skills()] + [pinned_recipe(recipes, r) for r in runs]
 
 
-def texts_digest(probe: list[dict], seed: int) -> str:
-    """A digest of `made_texts`: the summariser and the paraphrases are code that changes, and the
-    world's digest does not see them."""
-    return "sha256:" + hashlib.sha256(json.dumps(made_texts(probe, seed)).encode()).hexdigest()[:24]
+def texts_digest(seed: int, path: Path | None = None) -> str:
+    """A digest of what training makes from skill text: the pinned recipes and the paraphrases
+    (code that the world's digest does not see)."""
+    rng = random.Random(seed)
+    paraphrases = [paraphrase(s.body, rng) for s in library.skills()]
+    blob = json.dumps([pinned_recipes(path), paraphrases], sort_keys=True).encode()
+    return "sha256:" + hashlib.sha256(blob).hexdigest()[:24]

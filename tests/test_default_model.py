@@ -54,12 +54,27 @@ def test_a_stale_policy_or_hypernetwork_is_refused_with_the_command_that_rebuild
     assert REBUILD_HYPERNET == "skillgraft hypernet train --recipe skillworld"
 
 
-def test_a_hypernetwork_trained_on_texts_the_code_no_longer_writes_is_refused(models_dir, monkeypatch):
-    """The recipes the offline summariser induces and the paraphrases are made by code the
-    recipe's digest does not see: training keeps its probe runs beside the hypernetwork with the
-    digest of the texts made from them, and a change to the summariser or the paraphrases shows there."""
+def test_the_pinned_recipes_are_those_of_the_clean_runs_training_takes():
+    """Every clean expert run of the recipe's episode sets has its pinned recipe, and no other run:
+    a change to the sets or the world shows here before a rebuild fails on it."""
+    from skillgraft.skillworld.dataset import record_id
+    from skillgraft.skillworld.generate import generate
+    from skillgraft.skillworld.recipe import EPISODE_SETS, families_of
+    from skillgraft.skillworld.skill_texts import pinned_recipes
+
+    runs = {record_id(generate(f, seed).id, None) for s in EPISODE_SETS if not s.mistake
+            for f in families_of(s) for seed in range(s.first_seed, s.first_seed + s.per_family)}
+    recipes = pinned_recipes()
+    assert set(recipes) == runs
+    assert all(text.startswith("# ") and "`" in text for text in recipes.values())
+
+
+def test_new_pinned_recipes_or_paraphrases_make_the_hypernetwork_stale(models_dir, tmp_path, monkeypatch):
+    """The recipes the offline summariser induced are pinned in a file the hypernetwork's recipe
+    digests, with the paraphrases (code): rewriting either refuses the trained hypernetwork with the
+    command that rebuilds it, and a run that has no pinned recipe names the command that pins them."""
     from skillgraft.skillworld import skill_texts
-    from skillgraft.skillworld.skill_texts import probe_records
+    from skillgraft.skillworld.skill_texts import REPIN, UnpinnedRunError, first_clean_runs, induced, pin_recipes
 
     steps = [["Run the tests to see what fails.", "COLUMNS=150 python3 -m pytest -q --tb=no -rf | tail -n 2",
               "FAILED tests/entries_test.py::test_scale_steps - assert 57 == 74\n1 failed, 5 passed in 0.02s\n", 0],
@@ -70,22 +85,25 @@ def test_a_hypernetwork_trained_on_texts_the_code_no_longer_writes_is_refused(mo
               "sed -i '/def scale_steps(/,/^$/s/ - 1)/)/' ./archive/entries.py", "", 0],
              ["Run the tests again to check the fix.", "python3 -m pytest -q --tb=no | tail -n 1", "6 passed in 0.02s\n", 0]]
     run = {"id": "skillworld-off-by-one-0", "family": "off_by_one", "seed": 0, "success": True, "steps": steps}
-    probe = probe_records([{**run, "mistake": "grep-miss"}, run, {**run, "id": "skillworld-off-by-one-1", "seed": 1}])
-    assert probe == [run]  # each family's first clean run
-    own = models_dir / default_model.HYPERNET_DIR / "stage2"
-    shutil.copytree(SHIPPED / "hypernet", own)
-    try:
-        default_model.record_recipe(own, models_dir, default_model.policy_adapter(models_dir), probe)
-        assert ensure_hypernet(models_dir) == own
-        monkeypatch.setattr(skill_texts, "induced", lambda record: "another recipe")
-        with pytest.raises(StaleArtifactError, match="other skill texts.*" + REBUILD_HYPERNET.replace(" ", r"\s+")):
-            ensure_hypernet(models_dir)
-        monkeypatch.undo()
-        (own / default_model.HYPERNET_PROBE).unlink()
-        with pytest.raises(StaleArtifactError, match="not its probe runs"):
-            ensure_hypernet(models_dir)
-    finally:
-        shutil.rmtree(models_dir / default_model.HYPERNET_DIR)
+    records = [{**run, "id": run["id"] + "+grep-miss", "mistake": "grep-miss"}, run,
+               {**run, "id": "skillworld-off-by-one-1", "seed": 1}]
+    assert first_clean_runs(records) == [run]
+    pinned = tmp_path / "recipes.json"
+    recipes = pin_recipes(records, pinned)
+    assert list(recipes) == [run["id"], "skillworld-off-by-one-1"] and recipes[run["id"]] == induced(run)
+    assert "off_by_one" not in recipes[run["id"]] and "scale_steps" not in recipes[run["id"]]  # abstracted
+    with pytest.raises(UnpinnedRunError, match=REPIN):
+        skill_texts.made_texts([{**run, "id": "skillworld-off-by-one-9"}], recipes, 0)
+
+    assert ensure_hypernet(models_dir) == SHIPPED / "hypernet"
+    rebuild = "pinned recipes.*" + REBUILD_HYPERNET.replace(" ", r"\s+")
+    monkeypatch.setattr(skill_texts, "PINNED", pinned)
+    with pytest.raises(StaleArtifactError, match=rebuild):
+        ensure_hypernet(models_dir)
+    monkeypatch.undo()
+    monkeypatch.setattr(skill_texts, "paraphrase", lambda body, rng: body.replace("Fix:", "Repair:"))
+    with pytest.raises(StaleArtifactError, match=rebuild):
+        ensure_hypernet(models_dir)
 
 
 def test_the_policy_is_refused_on_other_base_weights(models_dir, tmp_path, monkeypatch):

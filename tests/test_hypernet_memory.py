@@ -84,6 +84,9 @@ def test_pairs_never_key_a_loop_or_write_a_derived_placeholder():
     # written, and so is the close: they hold the policy's syntax steady against the other keys.
     assert keyed.count(("$", "/")) == 2  # one per recipe, in the address
     assert ('"', "]") not in keyed and keyed.count(("]", "/")) == 1  # the closing `]/`, not the middle one
+    # A placeholder's token keys no syntax (KEY then `"`, VAR then `/`): the agent writes its own
+    # word there, and in its reasons as well, where the syntax would run on after it.
+    assert ("KEY", '"') not in keyed and (" VAR", "/") not in keyed
 
 
 def _greedy(model, ids, delta=None):

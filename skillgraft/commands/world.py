@@ -113,6 +113,23 @@ def train_policy_cmd(home: Optional[str] = HomeOption, store: Optional[str] = St
                   f"loss {report['first_loss']:.3f} → {report['final_loss']:.3f} in {report['seconds']:.0f} s")
 
 
+@app.command("pin-recipes")
+def pin_recipes_cmd(home: Optional[str] = HomeOption, store: Optional[str] = StoreOption,
+                    out: Optional[Path] = typer.Option(None, help="File to write (default: the one the default hypernetwork's recipe reads, skillworld/hypernet_recipes.json).")):
+    """Rewrite the recipes the default hypernetwork trains on from the expert's runs with today's
+    offline summariser. They are pinned so that a rebuild sees the texts the shipped hypernetwork saw;
+    new ones change its recipe's digest, so the hypernetwork is refused until `skillgraft hypernet
+    train --recipe skillworld` rebuilds it."""
+    from skillgraft.skillworld.default_model import training_records
+    from skillgraft.skillworld.skill_texts import PINNED, pin_recipes, pinned_recipes
+
+    target = out or PINNED
+    before = pinned_recipes(target)
+    recipes = pin_recipes(training_records(settings_from(home, store).models), target)
+    changed = sum(before.get(k) != v for k, v in recipes.items())
+    console.print(f"{len(recipes)} recipes pinned in {target}; {changed} differ from what it held")
+
+
 @app.command("train-expert")
 def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the adapter into."),
                      families: Optional[list[str]] = FamiliesOption,
