@@ -111,8 +111,12 @@ def _train_recipe(recipe: str, out: Optional[Path], home: Optional[str], store: 
     if recipe != "skillworld":
         raise fail(f"unknown recipe {recipe!r}; the bundled one is skillworld", code=2)
     from skillgraft.skillworld.default_model import train_hypernet
+    from skillgraft.skillworld.skill_texts import UnpinnedRunError
 
-    done = train_hypernet(settings_from(home, store).models, out)
+    try:
+        done = train_hypernet(settings_from(home, store).models, out)
+    except UnpinnedRunError as exc:
+        raise fail(str(exc), code=2) from exc
     meta = json.loads((done / "hypernet.json").read_text())
     console.print(f"hypernetwork at {done}; held-out stage-2 loss: "
                   + ", ".join(f"{k} {v:.3f}" for k, v in meta.get("training", {}).get("heldout_eval", {}).items()))
