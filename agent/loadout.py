@@ -189,8 +189,10 @@ def make_loadout(
         raise LoadoutError(f"skill mode {mode.value} needs a hypernetwork to compile skills; use skill mode context")
     if compiler is not None and mode.in_context:  # the text is in the prompt: no command memory
         compiler = compiler.beside_text()
-    parts = [AdapterPart.stored(store, head)] if store is not None and head is not None else []
-    parts += [AdapterPart.folder(global_folder)] if global_folder is not None and not parts else []
+    if store is not None and head is not None:
+        parts = [AdapterPart.stored(store, head)]
+    else:
+        parts = [AdapterPart.folder(global_folder)] if global_folder is not None else []
     with_global = bool(parts)
     parts += [AdapterPart.folder(p) for p in adapters]
     for skill in given if compiling else ():

@@ -60,13 +60,13 @@ def test_the_gate_runs_validation_with_candidate_and_current_global(parts, tmp_p
     assert o.success and o.global_after == 2 and store.latest_global().version == 2
 
 
-def _joined(folder: Path, raw: bool = False) -> list[tuple[Path | str, float]]:
-    """The (adapter folder, weight) parts a composed adapter folder was joined from (`raw`: each
-    part's cache key as it is)."""
+def _joined(folder: Path) -> list[tuple[Path | str, float]]:
+    """The (adapter folder, weight) parts a composed adapter folder was joined from; a part that
+    is no folder keeps its cache key."""
     from skillgraft.hypernet.peft_io import read_info
 
     parts = read_info(folder).metadata.get("composed_of", [])
-    return [(p["part"] if raw or not p["part"].startswith("folder:") else Path(p["part"][7:]).resolve(), p["weight"])
+    return [(Path(p["part"][7:]).resolve() if p["part"].startswith("folder:") else p["part"], p["weight"])
             for p in parts]
 
 
@@ -143,8 +143,8 @@ class HarmedByGlobals(HarmedBy):
     """Harmed by a candidate global adapter, which the gate joins at the weight a run gives it."""
 
     def harms(self, adapter_dir):
-        return any(str(part).startswith("folder:") and Path(part[7:]).parent.name.startswith("skillgraft-global-")
-                   for part, _ in _joined(adapter_dir, raw=True))
+        return any(isinstance(part, Path) and part.parent.name.startswith("skillgraft-global-")
+                   for part, _ in _joined(adapter_dir))
 
 
 @pytest.mark.parametrize("model_class", [PoolExpert, HarmedByNewRecipes, HarmedByGlobals])
