@@ -11,8 +11,9 @@
 
 Each row is one CycleQD configuration run at the same budget (generations x children) from the
 same experts; after the search the best elite of each archive is merged (softmax of qualities,
-scaled by the config's merge scale that scores best on the search's tasks) and scored on the
-validation sets; the paper's unscaled merge (weights summing to 1) is shown beside it. Rows: the paper's default (cyclic quality, elite sampling,
+scaled by the config's merge scale that scores best on the search's tasks), grown as a greedy
+soup of the elites on the search's tasks, and scored on the validation sets; the scaled merge
+before the soup and the paper's unscaled merge (weights summing to 1) are shown beside it. Rows: the paper's default (cyclic quality, elite sampling,
 SVD mutation), MAP-Elites with a fixed quality task, uniform sampling, and no / Gaussian /
 rescaling-SVD mutation. Baselines measured side by side: each expert's average over tasks and
 the best single elite (starting or found), picked like the merge on the search's tasks, and,
@@ -62,6 +63,7 @@ def experiment(store, checkpoints: list, tasks: list[str], evaluator, validator,
     from skillgraft.evolve.cycleqd.candidate import Candidate
     from skillgraft.evolve.cycleqd.final_merge import merge_best
     from skillgraft.evolve.cycleqd.persistence import RunRecorder, score_candidates
+    from skillgraft.hypernet.lora import scale
 
     recorder = RunRecorder(store)
     like = recorder.info(checkpoints[0])
@@ -88,19 +90,19 @@ def experiment(store, checkpoints: list, tasks: list[str], evaluator, validator,
 
         result = run_cycleqd(store, checkpoints, tasks, evaluator, config, on_generation=progress)
         outcome = merge_and_promote(store, result, evaluator, validator, promote=False)
-        # The paper's merge (weights summing to 1) beside the scale the search's tasks picked.
-        unscaled = outcome.candidate_scores
-        if outcome.scale != 1.0:
-            rank = int(recorder.load_run(result.run_id)[2]["rank"])
-            plain = Candidate.of(merge_best(recorder, result, rank)[0])
-            unscaled = score_candidates(recorder, validator, [plain], tasks, like, namespace="validation")[0][0]
+        # The paper's merge (weights summing to 1) and the scaled merge the soup grew from, beside it.
+        merged = merge_best(recorder, result, int(recorder.load_run(result.run_id)[2]["rank"]))[0]
+        unscaled, scaled = score_candidates(recorder, validator, [Candidate.of(merged), Candidate.of(scale(merged, outcome.scale))],
+                                            tasks, like, namespace="validation")[0]
+        kept = [step for step in outcome.soup if step["kept"] is not None]
         last = result.history[-1]
         held = {e.adapter_id: _mean(e.scores) for a in result.archives.values() for e in a.elites.values()}
         fresh = sorted(set(held) - set(elites))
         for adapter_id, s in zip(fresh, validate(fresh)):
             elites[adapter_id] = (held[adapter_id], _mean(s))
         figures[label] = {"merge": _mean(outcome.candidate_scores), "merge_scores": outcome.candidate_scores,
-                          "scale": outcome.scale, "unscaled": _mean(unscaled),
+                          "scale": outcome.scale, "unscaled": _mean(unscaled), "scaled": _mean(scaled),
+                          "soup": f"{len(outcome.parts)} parts, {len(kept)} added",
                           "qd_score": last.qd_score, "coverage": last.coverage,
                           "best": {t: a.best_quality for t, a in last.archives.items()},
                           "seconds": time.perf_counter() - t0}
@@ -240,15 +242,17 @@ def report(trials: list[dict], budget: str) -> None:
     print(f"  {'best single elite, picked on search':<34} {best_single:.3f}")
     print(f"  {'best single elite, picked on valid.':<34} {oracle:.3f}   (picked by the scores it is judged by)")
     print(f"{'configuration':<34}{'merge avg':>10}{'vs best expert':>16}{'vs best single':>16}{'vs picked on valid.':>21}"
-          f"{'QD score':>10}{'coverage':>10}{'scale 1 merge':>15}  scales picked")
+          f"{'QD score':>10}{'coverage':>10}{'scaled, no soup':>17}{'scale 1 merge':>15}  scales picked; soups")
     for label in trials[0]["rows"]:
         merge = float(np.mean([t["rows"][label]["merge"] for t in trials]))
         qd = float(np.mean([t["rows"][label]["qd_score"] for t in trials]))
         cov = float(np.mean([t["rows"][label]["coverage"] for t in trials]))
         unscaled = float(np.mean([t["rows"][label]["unscaled"] for t in trials]))
+        scaled = float(np.mean([t["rows"][label]["scaled"] for t in trials]))
         scales = ",".join(f"{t['rows'][label]['scale']:g}" for t in trials)
+        soups = "; ".join(t["rows"][label]["soup"] for t in trials)
         print(f"{label:<34}{merge:>10.3f}{_ratio(merge, best_expert):>16}{_ratio(merge, best_single):>16}"
-              f"{_ratio(merge, oracle):>21}{qd:>10.2f}{cov:>9.1%}{unscaled:>15.3f}  {scales}")
+              f"{_ratio(merge, oracle):>21}{qd:>10.2f}{cov:>9.1%}{scaled:>17.3f}{unscaled:>15.3f}  {scales}; {soups}")
         print("    merge per task: " + ", ".join(
             f"{t} {np.mean([tr['rows'][label]['merge_scores'][t] for tr in trials]):.2f}" for t in tasks))
 

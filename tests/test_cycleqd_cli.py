@@ -46,6 +46,8 @@ def test_bad_population_task_path_and_settings_are_refused(tmp_path: Path):
     assert result.exit_code == 2 and "unknown sampling" in result.output
     result = _invoke(tmp_path / "home", "--tasks", f"a={a}", "--tasks", f"b={b}", "--population", "nonsense")
     assert result.exit_code == 2 and "population" in result.output
+    result = _invoke(tmp_path / "home", "--tasks", f"a={a}", "--tasks", f"b={b}", "--soup-size", "-1")
+    assert result.exit_code == 2 and "--soup-size" in result.output
 
 
 @pytest.mark.docker
@@ -64,7 +66,7 @@ def test_runs_with_the_agent_in_sandboxes_and_resumes(tmp_path: Path):
     easy = _task_file(tmp_path / "sets" / "easy" / "e.yaml", "easy-1", "true")
     hard = _task_file(tmp_path / "sets" / "hard" / "h.yaml", "hard-1", "false")
     args = ["--tasks", f"easy={easy.parent}", "--tasks", f"hard={hard}", "--model", f"hf:{model}",
-            "--children", "1", "--seed", "4", "--merge-scale", "2", "--merge-scale", "1", "--json"]
+            "--children", "1", "--seed", "4", "--merge-scale", "2", "--merge-scale", "1", "--soup-size", "1", "--json"]
     result = _invoke(home, "--generations", "1", *args)
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -78,6 +80,8 @@ def test_runs_with_the_agent_in_sandboxes_and_resumes(tmp_path: Path):
     assert merge["candidate_scores"] == {"easy": 1.0, "hard": 0.0} and not merge["accepted"]
     # both scales tie on the search's tasks, so the smaller is kept
     assert merge["scale_scores"] == {"1.0": 0.5, "2.0": 0.5} and merge["scale"] == 1.0
+    # the soup tries at most one elite, and a tie adds nothing
+    assert len(merge["soup"]) <= 1 and all(step["kept"] is None for step in merge["soup"])
     assert [Path(p).name for p in report["heatmaps"]] == [f"run{report['run_id']}-easy.png", f"run{report['run_id']}-hard.png"]
     assert all(Path(p).is_file() for p in report["heatmaps"])
 

@@ -270,6 +270,13 @@ def test_cycleqd_archives_per_generation_and_the_final_merge(filled, site, drive
     scales = driver.find_element(By.ID, "merge-scales").text
     assert f"scaled by {merge['scale']}" in scales
     assert all(f"{s} → {v:.3f}" in scales for s, v in merge["scale_scores"].items())
+    made_of = driver.find_element(By.ID, "merge-parts")
+    assert [a.text for a in made_of.find_elements(By.TAG_NAME, "a")] == [f"#{p['adapter_id']}" for p in merge["parts"]]
+    assert all(f"× {p['weight']:.3f}" in made_of.text for p in merge["parts"])
+    if merge["soup"]:
+        soup = driver.find_element(By.ID, "merge-soup").text
+        for step in merge["soup"]:
+            assert (f"#{step['adapter_id']} added at {step['kept']}" in soup) == (step["kept"] is not None)
 
 
 def test_a_token_is_asked_of_every_request_when_given(filled, driver):

@@ -41,6 +41,11 @@ class CycleQDConfig:
     # tasks is kept (ties: the smaller). 1.0 is the paper's weighted average; above it, experts that
     # touch different behaviours are not each diluted to 1/n of their strength.
     merge_scales: tuple[float, ...] = (1.0, 1.5, 2.0, 3.0)
+    # Then the merge grows as a greedy soup (final_merge.grow_soup): up to soup_size elites, best
+    # first, each added at each soup weight and kept when the sum scores higher on the search's
+    # tasks. 0: the scaled merge alone.
+    soup_size: int = 8
+    soup_weights: tuple[float, ...] = (0.5, 1.0)
 
     def __post_init__(self) -> None:
         if self.generations < 0:
@@ -62,6 +67,11 @@ class CycleQDConfig:
         self.merge_scales = tuple(sorted(float(v) for v in self.merge_scales))
         if not self.merge_scales or self.merge_scales[0] <= 0:
             raise ValueError("merge_scales must hold at least one scale, each > 0")
+        if self.soup_size < 0:
+            raise ValueError("soup_size must be >= 0")
+        self.soup_weights = tuple(sorted(float(v) for v in self.soup_weights))
+        if not self.soup_weights or self.soup_weights[0] <= 0:
+            raise ValueError("soup_weights must hold at least one weight, each > 0")
         if self.ranges:
             self.ranges = {k: (float(v[0]), float(v[1])) for k, v in self.ranges.items()}
             for task, (lo, hi) in self.ranges.items():
@@ -71,6 +81,7 @@ class CycleQDConfig:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["merge_scales"] = list(self.merge_scales)
+        d["soup_weights"] = list(self.soup_weights)
         if d["ranges"] is not None:
             d["ranges"] = {k: list(v) for k, v in d["ranges"].items()}
         return d
@@ -83,7 +94,7 @@ class CycleQDConfig:
     def search_identity(self) -> dict:
         """The fields that must match for a resume to continue the same search (generations may grow)."""
         d = self.to_dict()
-        for later in ("generations", "merge_temperature", "merge_scales"):  # they act after the search
+        for later in ("generations", "merge_temperature", "merge_scales", "soup_size", "soup_weights"):  # they act after the search
             d.pop(later)
         return d
 

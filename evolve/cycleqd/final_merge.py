@@ -1,10 +1,14 @@
-"""The end of a search: merge each archive's best elite and propose the merge as the global adapter.
+"""The end of a search: merge the archives' elites and propose the merge as the global adapter.
 
 The merge weights are softmax(quality / T) over the archives' best elites, summed by the merge
 the search's children are made with (exact rank concatenation recompressed to the run's rank).
 The weights are then scaled by each of the config's merge scales, and the scale whose merge
-scores best on the search's own tasks is kept: the validation sets stay unseen until the merge
-is judged against the global adapter. The merge replaces the global adapter only if its mean validation score beats the current
+scores best on the search's own tasks is kept. The merge then grows greedily, as a greedy model
+soup does: from the better of it and the best single elite (by mean score over the search's
+tasks), each other elite in order of that mean is added at each of the config's soup weights,
+and the sum that scores best is kept when it raises the mean (grow_soup). Every choice is made
+on the search's own tasks: the validation sets stay unseen until the merge is judged against
+the global adapter. The merge replaces the global adapter only if its mean validation score beats the current
 global's; the commit is optimistic, so a learner that moved the global meanwhile wins and the
 merge is reported as not accepted.
 """
@@ -16,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from skillgraft.evolve.cycleqd.archive import distinct_elites
 from skillgraft.evolve.cycleqd.candidate import Candidate
 from skillgraft.evolve.cycleqd.operators import MERGE
 from skillgraft.evolve.cycleqd.persistence import RunRecorder, score_candidates
@@ -48,15 +53,18 @@ class MergeOutcome:
     accepted: bool
     reason: str
     global_adapter_id: Any = None  # the new global version when accepted
+    # What the merge is: adapter id -> weight, the scaled merge's sources and every elite the soup added
+    parts: dict[Any, float] = field(default_factory=dict)
+    soup: list[dict] = field(default_factory=list)  # each step of grow_soup, tried or kept (SoupStep.to_dict)
     delta: LoraDelta | None = field(default=None, repr=False)
 
     @property
     def candidate_mean(self) -> float:
-        return float(np.mean(list(self.candidate_scores.values())))
+        return _mean(self.candidate_scores)
 
     @property
     def global_mean(self) -> float | None:
-        return None if self.global_scores is None else float(np.mean(list(self.global_scores.values())))
+        return None if self.global_scores is None else _mean(self.global_scores)
 
     def to_dict(self) -> dict:
         return {
@@ -65,7 +73,25 @@ class MergeOutcome:
             "candidate_scores": self.candidate_scores, "candidate_mean": self.candidate_mean,
             "global_scores": self.global_scores, "global_mean": self.global_mean,
             "accepted": self.accepted, "reason": self.reason, "global_adapter_id": self.global_adapter_id,
+            "parts": [{"adapter_id": a, "weight": w} for a, w in self.parts.items()], "soup": self.soup,
         }
+
+
+@dataclass
+class SoupStep:
+    adapter_id: Any  # the elite tried
+    elite_mean: float  # its own mean score on the search's tasks
+    means: dict[float, float]  # each soup weight tried -> the sum's mean on the search's tasks
+    before: float  # the soup's mean before the step
+    kept: float | None  # the weight kept, None when no weight raised the mean
+
+    def to_dict(self) -> dict:
+        return {"adapter_id": self.adapter_id, "elite_mean": self.elite_mean,
+                "means": {str(k): v for k, v in self.means.items()}, "before": self.before, "kept": self.kept}
+
+
+def _mean(scores: dict[str, float]) -> float:
+    return float(np.mean(list(scores.values())))
 
 
 def merge_best(recorder: RunRecorder, result: CycleQDResult, rank: int) -> tuple[LoraDelta, dict[str, Any], dict[str, float]]:
@@ -89,9 +115,47 @@ def best_scaled_merge(recorder: RunRecorder, result: CycleQDResult, evaluator: E
     scales = result.config.merge_scales
     candidates = [Candidate.of(scale(merged, s)) for s in scales]
     scores, _ = score_candidates(recorder, evaluator, candidates, result.tasks, like)
-    means = {s: float(np.mean(list(by_task.values()))) for s, by_task in zip(scales, scores)}
+    means = {s: _mean(by_task) for s, by_task in zip(scales, scores)}
     chosen = max(means, key=lambda s: (means[s], -s))
     return candidates[scales.index(chosen)], sources, {t: chosen * w for t, w in weights.items()}, chosen, means
+
+
+def grow_soup(recorder: RunRecorder, result: CycleQDResult, evaluator: Evaluator, rank: int, like: Any,
+              start: Candidate, parts: dict[Any, float], start_mean: float) -> tuple[Candidate, dict[Any, float], list[SoupStep]]:
+    """A greedy soup over the archives' elites, scored on the search's tasks: returns the soup, its
+    parts (adapter id -> weight) and every step.
+
+    It starts from `start` (the scaled merge; `parts` its sources) or from the best single elite
+    where that one's mean is higher. Each other elite, highest mean first, up to the config's
+    soup_size, is added at each of its soup_weights; the sum scoring best replaces the soup when it
+    raises the soup's mean (ties: the smaller weight). A soup_size of 0 keeps `start`. Each sum is
+    made afresh from its parts by the search's merge, so truncations to the rank never compound."""
+    config, tasks = result.config, result.tasks
+    if config.soup_size == 0:
+        return start, dict(parts), []
+
+    def mean_of(elite) -> float:
+        return float(np.mean([elite.score(t) for t in tasks]))
+
+    elites = sorted(distinct_elites(result.archives.values()), key=mean_of, reverse=True)
+    soup, parts, mean = start, dict(parts), start_mean
+    if elites and mean_of(elites[0]) > mean:
+        top = elites[0]
+        soup, parts, mean = Candidate.of(recorder.delta(top.adapter_id), adapter_id=top.adapter_id), {top.adapter_id: 1.0}, mean_of(top)
+    steps = []
+    for elite in [e for e in elites if e.adapter_id not in parts][: config.soup_size]:
+        tried = []
+        for weight in config.soup_weights:
+            sums = {**parts, elite.adapter_id: weight}
+            tried.append(Candidate.of(merge(MERGE, [recorder.delta(i) for i in sums], list(sums.values()), rank=rank)))
+        scores, _ = score_candidates(recorder, evaluator, tried, tasks, like)
+        means = {w: _mean(by_task) for w, by_task in zip(config.soup_weights, scores)}
+        best = max(means, key=lambda w: (means[w], -w))
+        kept = best if means[best] > mean else None
+        steps.append(SoupStep(elite.adapter_id, mean_of(elite), means, mean, kept))
+        if kept is not None:
+            soup, parts, mean = tried[config.soup_weights.index(kept)], {**parts, elite.adapter_id: kept}, means[kept]
+    return soup, parts, steps
 
 
 def merge_and_promote(
@@ -110,10 +174,16 @@ def merge_and_promote(
     try:
         state = recorder.load_run(result.run_id)[2]
         like = recorder.info(state["checkpoints"][0])
-        candidate, sources, weights, chosen, scale_scores = best_scaled_merge(recorder, result, evaluator, int(state["rank"]), like)
+        rank = int(state["rank"])
+        scaled, sources, weights, chosen, scale_scores = best_scaled_merge(recorder, result, evaluator, rank, like)
+        scaled_parts: dict[Any, float] = {}
+        for t in sources:  # one elite may be the best of several archives
+            scaled_parts[sources[t]] = scaled_parts.get(sources[t], 0.0) + weights[t]
+        candidate, parts, soup = grow_soup(recorder, result, evaluator, rank, like, scaled, scaled_parts, scale_scores[chosen])
         provenance = {
             "method": "cycleqd-merge", "run_id": result.run_id, "generation": result.generation, "scale": chosen,
-            "combined": [{"adapter_id": sources[t], "weight": weights[t], "task": t} for t in sources],
+            "combined": [{"adapter_id": a, "weight": w} for a, w in parts.items()],
+            "soup": [step.to_dict() for step in soup],
         }
         merge_id = recorder.add_child(candidate, like, provenance, name=f"cycleqd-run{result.run_id}-merge")
         tasks = result.tasks
@@ -129,7 +199,8 @@ def merge_and_promote(
         outcome = MergeOutcome(sources=sources, weights=weights, merge_adapter_id=merge_id, scale=chosen,
                                scale_scores=scale_scores,
                                candidate_scores=candidate_scores, global_scores=global_scores,
-                               accepted=False, reason="", delta=candidate.delta)
+                               accepted=False, reason="", delta=candidate.delta,
+                               parts=parts, soup=[step.to_dict() for step in soup])
         _promote_if_better(store, outcome, recorder.folder(merge_id), current, provenance, like.fingerprint, promote, global_name)
         # Kept with the run, so what the final merge scored outlives this call.
         run = store.qd_run(result.run_id)

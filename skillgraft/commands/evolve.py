@@ -48,6 +48,7 @@ def cycleqd(
     image: Optional[str] = typer.Option(None, "--image", help="Sandbox image (default: the backend's)."),
     merge: bool = typer.Option(True, "--merge/--no-merge", help="Build the final merge of each archive's best elite."),
     merge_scale: List[float] = typer.Option([], "--merge-scale", min=0.01, help="A scale of the final merge's weights (which sum to 1 at scale 1); repeatable. Each is scored on the search's tasks and the best kept. Default: 1, 1.5, 2 and 3."),
+    soup_size: int = typer.Option(8, "--soup-size", min=0, help="Then grow the merge as a greedy soup: up to this many elites, best first, each added at weight 0.5 or 1 and kept when the sum scores higher on the search's tasks (0: the scaled merge alone)."),
     promote: bool = typer.Option(True, "--promote/--no-promote", help="Commit the merge as the global adapter when it beats the current one on validation."),
     heatmaps: Optional[Path] = typer.Option(None, "--heatmaps", help="Folder for one heatmap PNG per archive (default: HOME/cycleqd/run<ID>)."),
     home: Optional[str] = HomeOption,
@@ -61,13 +62,13 @@ def cycleqd(
 
     settings = settings_from(home, store_url)
     # Compared by name: typer may bring its own copy of click's ParameterSource enum.
-    typed = frozenset(o for o in [*SEARCH_OPTIONS, "merge_scale"]
+    typed = frozenset(o for o in [*SEARCH_OPTIONS, "merge_scale", "soup_size"]
                       if getattr(ctx.get_parameter_source(o), "name", None) == "COMMANDLINE")
     with job_exits(), Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                console=console, transient=True, disable=as_json) as progress:
         config = search_config(generations=generations, children_per_generation=children, seed=seed, bins=bins, rank=rank,
                                sampling=sampling, mutation=mutation, crossover_granularity=crossover, fixed_quality=fixed_quality,
-                               **({"merge_scales": tuple(merge_scale)} if merge_scale else {}))
+                               soup_size=soup_size, **({"merge_scales": tuple(merge_scale)} if merge_scale else {}))
         options = CycleQDOptions(config, tasks, validation, population, resume, typed, model, sandbox, workers, image,
                                  merge, promote, heatmaps, ray=ray, retries=retries)
         bar = progress.add_task("CycleQD", total=generations + 1)
@@ -103,8 +104,9 @@ def cycleqd(
     console.print(f"heatmaps in {folder}")
     if outcome.merge is not None:
         verdict = "[green]promoted[/]" if outcome.merge.accepted else "[yellow]not promoted[/]"
-        console.print(f"final merge (adapter {outcome.merge.merge_adapter_id}, weights scaled by {outcome.merge.scale:g}): "
-                      f"{verdict}: {outcome.merge.reason}")
+        added = sum(step["kept"] is not None for step in outcome.merge.soup)
+        console.print(f"final merge (adapter {outcome.merge.merge_adapter_id}, weights scaled by {outcome.merge.scale:g}, "
+                      f"{added} of {len(outcome.merge.soup)} elites tried added by the soup): {verdict}: {outcome.merge.reason}")
 
 
 @app.command("mutations")

@@ -36,7 +36,7 @@ class CycleQDOptions:
     validation: Sequence[str] = ()
     population: Sequence[str] = ()
     resume: int | None = None
-    typed: frozenset[str] = frozenset()  # options given on the command line: SEARCH_OPTIONS (checked against a resumed run), merge_scale
+    typed: frozenset[str] = frozenset()  # options given on the command line: SEARCH_OPTIONS (checked against a resumed run), merge_scale, soup_size
     model: str = DEFAULT_MODEL
     sandbox: SandboxKind = SandboxKind.docker
     workers: int = 2
@@ -95,8 +95,9 @@ def _resumed_config(stored: Mapping[str, Any], given: CycleQDConfig, typed: froz
         if option in typed and stored.get(key) != getattr(given, key):
             raise ValueError(f"--{option.replace('_', '-')} differs from the resumed run's ({stored.get(key)!r}); "
                              "only --generations may change")
-    # The merge scales act after the search, so a resume may change them.
-    later = {"merge_scales": given.merge_scales} if "merge_scale" in typed else {}
+    # The merge scales and the soup act after the search, so a resume may change them.
+    later = {**({"merge_scales": given.merge_scales} if "merge_scale" in typed else {}),
+             **({"soup_size": given.soup_size} if "soup_size" in typed else {})}
     return CycleQDConfig.from_dict({**stored, "generations": given.generations, **later})
 
 
