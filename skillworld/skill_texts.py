@@ -126,17 +126,19 @@ def pinned_recipe(recipes: dict[str, str], record: dict) -> str:
                                f"the recipes were pinned; pin them again with `{REPIN}`") from None
 
 
-def made_texts(runs: list[dict], recipes: dict[str, str], seed: int) -> list[str]:
-    """The texts stage 1 makes rather than reads: the paraphrase of every shipped skill (seeded)
-    and the pinned recipes of `runs`."""
+def paraphrases(seed: int) -> list[str]:
+    """The paraphrase of every shipped skill, seeded."""
     rng = random.Random(seed)
-    return [paraphrase(s.body, rng) for s in library.skills()] + [pinned_recipe(recipes, r) for r in runs]
+    return [paraphrase(s.body, rng) for s in library.skills()]
+
+
+def made_texts(runs: list[dict], recipes: dict[str, str], seed: int) -> list[str]:
+    """The texts stage 1 makes rather than reads: the paraphrases and the pinned recipes of `runs`."""
+    return paraphrases(seed) + [pinned_recipe(recipes, r) for r in runs]
 
 
 def texts_digest(seed: int, path: Path | None = None) -> str:
     """A digest of what training makes from skill text: the pinned recipes and the paraphrases
     (code that the world's digest does not see)."""
-    rng = random.Random(seed)
-    paraphrases = [paraphrase(s.body, rng) for s in library.skills()]
-    blob = json.dumps([pinned_recipes(path), paraphrases], sort_keys=True).encode()
+    blob = json.dumps([pinned_recipes(path), paraphrases(seed)], sort_keys=True).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()[:24]
