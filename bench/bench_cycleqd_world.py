@@ -102,7 +102,10 @@ def experiment(store, checkpoints: list, tasks: list[str], evaluator, validator,
             elites[adapter_id] = (held[adapter_id], _mean(s))
         figures[label] = {"merge": _mean(outcome.candidate_scores), "merge_scores": outcome.candidate_scores,
                           "scale": outcome.scale, "unscaled": _mean(unscaled), "scaled": _mean(scaled),
-                          "soup": f"{len(outcome.parts)} parts, {len(kept)} added",
+                          "soup": f"{len(outcome.parts)} parts, {len(kept)} added"
+                                  + (f", from a tie of {len(outcome.soup_start['tied'])}"
+                                     f" ({'kept' if outcome.soup_start['from'] == 'tied elites' else 'lower'})"
+                                     if "tied" in outcome.soup_start else ""),
                           "qd_score": last.qd_score, "coverage": last.coverage,
                           "best": {t: a.best_quality for t, a in last.archives.items()},
                           "seconds": time.perf_counter() - t0}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skillgraft.evolve.cycleqd.evaluators import SyntheticWorld, synthetic_world
+from skillgraft.evolve.cycleqd.evaluators import SyntheticEvaluator, SyntheticWorld, synthetic_world
 from skillgraft.hypernet.peft_io import save_adapter
 from skillgraft.skills.store import Store
 from tiny_llama import build_tiny_llama
@@ -30,6 +30,18 @@ def store_with_experts(root: Path, tasks=TASKS, seed: int = 0) -> tuple[Store, S
                                    {"expert": task}, name=f"expert-{task}")
         ids.append(record.id)
     return store, world, ids
+
+
+class Rounded:
+    """The synthetic fitness rounded to quarters, so that elites tie as success rates over a few episodes do."""
+
+    needs_folder = False
+
+    def __init__(self, inner: SyntheticEvaluator):
+        self.inner = inner
+
+    def evaluate(self, requests):
+        return [round(s * 4) / 4 for s in self.inner.evaluate(requests)]
 
 
 def tiny_policy(folder: Path) -> Path:

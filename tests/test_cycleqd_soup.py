@@ -6,9 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cycleqd_support import TASKS, store_with_experts
+from cycleqd_support import TASKS, Rounded, store_with_experts
 from skillgraft.evolve.cycleqd import CycleQDConfig, merge_and_promote, run_cycleqd
 from skillgraft.evolve.cycleqd.archive import distinct_elites
+from skillgraft.evolve.cycleqd.candidate import Candidate
 from skillgraft.evolve.cycleqd.evaluators import SyntheticEvaluator
 from skillgraft.evolve.cycleqd.operators import MERGE
 from skillgraft.hypernet.merges import merge
@@ -77,3 +78,35 @@ def test_soup_settings_are_checked():
     with pytest.raises(ValueError, match="soup_weights"):
         CycleQDConfig(soup_weights=(0.0, 1.0))
     assert CycleQDConfig(soup_weights=(1.0, 0.5)).soup_weights == (0.5, 1.0)
+
+
+@pytest.mark.parametrize("seed, kept", [(1, True), (0, False)])
+def test_elites_tied_at_the_top_start_the_soup_as_their_even_mean_unless_it_scores_lower(tmp_path: Path, seed, kept):
+    store, world, ids = store_with_experts(tmp_path)
+    evaluator = Rounded(world.evaluator)
+    config = CycleQDConfig(generations=4, children_per_generation=2, seed=seed, merge_scales=(0.2,), soup_size=4)
+    result = run_cycleqd(store, ids, TASKS, evaluator, config)
+    outcome = merge_and_promote(store, result, evaluator, evaluator, promote=False)
+
+    def mean_of(elite) -> float:
+        return float(np.mean([elite.score(t) for t in TASKS]))
+
+    elites = sorted(distinct_elites(result.archives.values()), key=mean_of, reverse=True)
+    top = mean_of(elites[0])
+    tied = [e.adapter_id for e in elites if mean_of(e) == pytest.approx(top)]
+    assert len(tied) > 1 and outcome.scale_scores[0.2] < top
+    start = outcome.soup_start
+    assert start["tied"] == tied and start["mean"] == pytest.approx(top)
+    rank = int(store.qd_run(result.run_id).state["rank"])
+    even = merge(MERGE, [load_adapter(store.adapter_path(i))[0] for i in tied], [1 / len(tied)] * len(tied), rank=rank)
+    by_hand = float(np.mean(evaluator.evaluate([(Candidate.of(even), t) for t in TASKS])))
+    assert start["tie_mean"] == pytest.approx(by_hand)
+    assert (start["from"] == "tied elites") == kept == (by_hand >= top - 1e-9)
+    first_step = outcome.soup[0]["before"] if outcome.soup else None
+    if kept:  # the tied elites are the soup's first parts, each at 1/k, and no step tries them again
+        assert all(outcome.parts[i] == pytest.approx(1 / len(tied)) for i in tied)
+        assert not {s["adapter_id"] for s in outcome.soup} & set(tied) and first_step == pytest.approx(by_hand)
+    else:  # the first of them alone, as without a tie
+        assert elites[0].adapter_id in outcome.parts and first_step == pytest.approx(top)
+        assert outcome.parts[elites[0].adapter_id] == 1.0
+    assert store.qd_run(result.run_id).state["merge"]["soup_start"] == start

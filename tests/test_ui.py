@@ -44,7 +44,7 @@ def _replay_run(root: Path, home: Path) -> None:
 
 @pytest.fixture(scope="module")
 def filled(parts, tmp_path_factory):  # noqa: F811
-    from cycleqd_support import store_with_experts
+    from cycleqd_support import Rounded, store_with_experts
     from skillgraft.agent.models.hf_model import HFModel
     from skillgraft.evolve.cycleqd import CycleQDConfig, merge_and_promote, run_cycleqd
     from skillgraft.evolve.learn.global_adapter import EmaConfig
@@ -76,9 +76,10 @@ def filled(parts, tmp_path_factory):  # noqa: F811
 
     qd_store, world, ids = store_with_experts(root / "qd")
     qd_store.close()
-    result = run_cycleqd(store, _copy_experts(store, root / "qd", ids), ["alpha", "beta", "gamma"], world.evaluator,
-                         CycleQDConfig(generations=3, children_per_generation=2, seed=3))
-    merge_and_promote(store, result, world.evaluator, world.evaluator, global_name="synthetic-global")
+    scores = Rounded(world.evaluator)  # scores in quarters: elites tie at the top, the soup starts from their mean
+    result = run_cycleqd(store, _copy_experts(store, root / "qd", ids), ["alpha", "beta", "gamma"], scores,
+                         CycleQDConfig(generations=4, children_per_generation=2, seed=1, merge_scales=(0.2,), soup_size=4))
+    merge_and_promote(store, result, scores, scores, global_name="synthetic-global")
     yield store
     store.close()
 
@@ -273,6 +274,10 @@ def test_cycleqd_archives_per_generation_and_the_final_merge(filled, site, drive
     made_of = driver.find_element(By.ID, "merge-parts")
     assert [a.text for a in made_of.find_elements(By.TAG_NAME, "a")] == [f"#{p['adapter_id']}" for p in merge["parts"]]
     assert all(f"× {p['weight']:.3f}" in made_of.text for p in merge["parts"])
+    start = merge["soup_start"]
+    tie = driver.find_element(By.ID, "merge-soup-start")
+    assert start["from"] == "tied elites" and f"{len(start['tied'])} elites tied" in tie.text and "started from that mean" in tie.text
+    assert [a.text for a in tie.find_elements(By.TAG_NAME, "a")] == [f"#{i}" for i in start["tied"]]
     if merge["soup"]:
         soup = driver.find_element(By.ID, "merge-soup").text
         for step in merge["soup"]:

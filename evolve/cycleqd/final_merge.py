@@ -5,8 +5,9 @@ the search's children are made with (exact rank concatenation recompressed to th
 The weights are then scaled by each of the config's merge scales, and the scale whose merge
 scores best on the search's own tasks is kept. The merge then grows greedily, as a greedy model
 soup does: from the better of it and the best single elite (by mean score over the search's
-tasks), each other elite in order of that mean is added at each of the config's soup weights,
-and the sum that scores best is kept when it raises the mean (grow_soup). Every choice is made
+tasks; where elites tie for that mean, from their even mean unless it scores lower), each other
+elite in order of that mean is added at each of the config's soup weights, and the sum that
+scores best is kept when it raises the mean (grow_soup). Every choice is made
 on the search's own tasks: the validation sets stay unseen until the merge is judged against
 the global adapter. The merge replaces the global adapter only if its mean validation score beats the current
 global's; the commit is optimistic, so a learner that moved the global meanwhile wins and the
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from skillgraft.skills.store import Store
 
 VALIDATION = "validation"  # cache namespace: validation sets share task names with evaluation sets
+TIE = 1e-9  # means closer than this are equal: the same scores summed in another order differ in the last bits
 
 
 def softmax(values: Sequence[float], temperature: float = 1.0) -> np.ndarray:
@@ -56,6 +58,9 @@ class MergeOutcome:
     # What the merge is: adapter id -> weight, the scaled merge's sources and every elite the soup added
     parts: dict[Any, float] = field(default_factory=dict)
     soup: list[dict] = field(default_factory=list)  # each step of grow_soup, tried or kept (SoupStep.to_dict)
+    # where the soup started: "from" (scaled merge, best elite, tied elites) and its mean; where elites
+    # tied at the top, their ids ("tied") and their even mean's score ("tie_mean")
+    soup_start: dict[str, Any] = field(default_factory=dict)
     delta: LoraDelta | None = field(default=None, repr=False)
 
     @property
@@ -74,6 +79,7 @@ class MergeOutcome:
             "global_scores": self.global_scores, "global_mean": self.global_mean,
             "accepted": self.accepted, "reason": self.reason, "global_adapter_id": self.global_adapter_id,
             "parts": [{"adapter_id": a, "weight": w} for a, w in self.parts.items()], "soup": self.soup,
+            "soup_start": self.soup_start,
         }
 
 
@@ -121,27 +127,42 @@ def best_scaled_merge(recorder: RunRecorder, result: CycleQDResult, evaluator: E
 
 
 def grow_soup(recorder: RunRecorder, result: CycleQDResult, evaluator: Evaluator, rank: int, like: Any,
-              start: Candidate, parts: dict[Any, float], start_mean: float) -> tuple[Candidate, dict[Any, float], list[SoupStep]]:
+              start: Candidate, parts: dict[Any, float], start_mean: float
+              ) -> tuple[Candidate, dict[Any, float], list[SoupStep], dict[str, Any]]:
     """A greedy soup over the archives' elites, scored on the search's tasks: returns the soup, its
-    parts (adapter id -> weight) and every step.
+    parts (adapter id -> weight), every step and where it started.
 
     It starts from `start` (the scaled merge; `parts` its sources) or from the best single elite
-    where that one's mean is higher. Each other elite, highest mean first, up to the config's
+    where that one's mean is higher; where several elites tie for that mean, from their even mean
+    (each at 1/k) unless that scores lower. Each other elite, highest mean first, up to the config's
     soup_size, is added at each of its soup_weights; the sum scoring best replaces the soup when it
     raises the soup's mean (ties: the smaller weight). A soup_size of 0 keeps `start`. Each sum is
     made afresh from its parts by the search's merge, so truncations to the rank never compound."""
     config, tasks = result.config, result.tasks
     if config.soup_size == 0:
-        return start, dict(parts), []
+        return start, dict(parts), [], {"from": "scaled merge", "mean": start_mean}
 
     def mean_of(elite) -> float:
         return float(np.mean([elite.score(t) for t in tasks]))
 
     elites = sorted(distinct_elites(result.archives.values()), key=mean_of, reverse=True)
     soup, parts, mean = start, dict(parts), start_mean
-    if elites and mean_of(elites[0]) > mean:
+    origin: dict[str, Any] = {"from": "scaled merge", "mean": mean}
+    if elites and mean_of(elites[0]) > mean + TIE:
         top = elites[0]
         soup, parts, mean = Candidate.of(recorder.delta(top.adapter_id), adapter_id=top.adapter_id), {top.adapter_id: 1.0}, mean_of(top)
+        origin = {"from": "best elite", "mean": mean}
+        tied = [e.adapter_id for e in elites if abs(mean_of(e) - mean) < TIE]
+        if len(tied) > 1:
+            # Which of several tied elites comes first is the archive's order, not a score: their
+            # mean stands for the whole tie, and is kept unless it scores lower than the first.
+            even = {i: 1.0 / len(tied) for i in tied}
+            candidate = Candidate.of(merge(MERGE, [recorder.delta(i) for i in even], list(even.values()), rank=rank))
+            tie_mean = _mean(score_candidates(recorder, evaluator, [candidate], tasks, like)[0][0])
+            origin = {"from": "best elite", "mean": mean, "tied": tied, "tie_mean": tie_mean}
+            if tie_mean > mean - TIE:
+                soup, parts, mean = candidate, even, tie_mean
+                origin["from"] = "tied elites"
     steps = []
     for elite in [e for e in elites if e.adapter_id not in parts][: config.soup_size]:
         tried = []
@@ -151,11 +172,11 @@ def grow_soup(recorder: RunRecorder, result: CycleQDResult, evaluator: Evaluator
         scores, _ = score_candidates(recorder, evaluator, tried, tasks, like)
         means = {w: _mean(by_task) for w, by_task in zip(config.soup_weights, scores)}
         best = max(means, key=lambda w: (means[w], -w))
-        kept = best if means[best] > mean else None
+        kept = best if means[best] > mean + TIE else None
         steps.append(SoupStep(elite.adapter_id, mean_of(elite), means, mean, kept))
         if kept is not None:
             soup, parts, mean = tried[config.soup_weights.index(kept)], {**parts, elite.adapter_id: kept}, means[kept]
-    return soup, parts, steps
+    return soup, parts, steps, origin
 
 
 def merge_and_promote(
@@ -179,11 +200,11 @@ def merge_and_promote(
         scaled_parts: dict[Any, float] = {}
         for t in sources:  # one elite may be the best of several archives
             scaled_parts[sources[t]] = scaled_parts.get(sources[t], 0.0) + weights[t]
-        candidate, parts, soup = grow_soup(recorder, result, evaluator, rank, like, scaled, scaled_parts, scale_scores[chosen])
+        candidate, parts, soup, origin = grow_soup(recorder, result, evaluator, rank, like, scaled, scaled_parts, scale_scores[chosen])
         provenance = {
             "method": "cycleqd-merge", "run_id": result.run_id, "generation": result.generation, "scale": chosen,
             "combined": [{"adapter_id": a, "weight": w} for a, w in parts.items()],
-            "soup": [step.to_dict() for step in soup],
+            "soup": [step.to_dict() for step in soup], "soup_start": origin,
         }
         merge_id = recorder.add_child(candidate, like, provenance, name=f"cycleqd-run{result.run_id}-merge")
         tasks = result.tasks
@@ -200,7 +221,7 @@ def merge_and_promote(
                                scale_scores=scale_scores,
                                candidate_scores=candidate_scores, global_scores=global_scores,
                                accepted=False, reason="", delta=candidate.delta,
-                               parts=parts, soup=[step.to_dict() for step in soup])
+                               parts=parts, soup=[step.to_dict() for step in soup], soup_start=origin)
         _promote_if_better(store, outcome, recorder.folder(merge_id), current, provenance, like.fingerprint, promote, global_name)
         # Kept with the run, so what the final merge scored outlives this call.
         run = store.qd_run(result.run_id)

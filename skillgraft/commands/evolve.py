@@ -48,7 +48,7 @@ def cycleqd(
     image: Optional[str] = typer.Option(None, "--image", help="Sandbox image (default: the backend's)."),
     merge: bool = typer.Option(True, "--merge/--no-merge", help="Build the final merge of each archive's best elite."),
     merge_scale: List[float] = typer.Option([], "--merge-scale", min=0.01, help="A scale of the final merge's weights (which sum to 1 at scale 1); repeatable. Each is scored on the search's tasks and the best kept. Default: 1, 1.5, 2 and 3."),
-    soup_size: int = typer.Option(8, "--soup-size", min=0, help="Then grow the merge as a greedy soup: up to this many elites, best first, each added at weight 0.5 or 1 and kept when the sum scores higher on the search's tasks (0: the scaled merge alone)."),
+    soup_size: int = typer.Option(8, "--soup-size", min=0, help="Then grow the merge as a greedy soup: from the scaled merge, or the best single elite where it scores higher (elites tied for best: their even mean), up to this many elites, best first, each added at weight 0.5 or 1 and kept when the sum scores higher on the search's tasks (0: the scaled merge alone)."),
     promote: bool = typer.Option(True, "--promote/--no-promote", help="Commit the merge as the global adapter when it beats the current one on validation."),
     heatmaps: Optional[Path] = typer.Option(None, "--heatmaps", help="Folder for one heatmap PNG per archive (default: HOME/cycleqd/run<ID>)."),
     home: Optional[str] = HomeOption,
@@ -105,8 +105,10 @@ def cycleqd(
     if outcome.merge is not None:
         verdict = "[green]promoted[/]" if outcome.merge.accepted else "[yellow]not promoted[/]"
         added = sum(step["kept"] is not None for step in outcome.merge.soup)
+        start = outcome.merge.soup_start
+        tie = (f", started from the even mean of {len(start['tied'])} tied elites" if start.get("from") == "tied elites" else "")
         console.print(f"final merge (adapter {outcome.merge.merge_adapter_id}, weights scaled by {outcome.merge.scale:g}, "
-                      f"{added} of {len(outcome.merge.soup)} elites tried added by the soup): {verdict}: {outcome.merge.reason}")
+                      f"{added} of {len(outcome.merge.soup)} elites tried added by the soup{tie}): {verdict}: {outcome.merge.reason}")
 
 
 @app.command("mutations")
