@@ -10,6 +10,8 @@ def test_every_row_runs_by_default(tmp_path):
     assert list(trial["rows"]) == [label for _, label, _ in ABLATIONS]
     # picking the best elite on validation itself can only match or beat picking it on the search's tasks
     assert trial["best_single_oracle"] >= trial["best_single"] > 0
+    # each row's own best elite is one of the elites the pooled pick chooses among
+    assert all(0 < row["own_best"] <= trial["best_single_oracle"] for row in trial["rows"].values())
 
 
 def test_only_the_named_rows_run(tmp_path):
