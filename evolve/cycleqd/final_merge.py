@@ -145,6 +145,9 @@ def grow_soup(recorder: RunRecorder, result: CycleQDResult, evaluator: Evaluator
     def mean_of(elite) -> float:
         return float(np.mean([elite.score(t) for t in tasks]))
 
+    def summed(weights: dict[Any, float]) -> Candidate:  # made afresh from its parts by the search's merge
+        return Candidate.of(merge(MERGE, [recorder.delta(i) for i in weights], list(weights.values()), rank=rank))
+
     elites = sorted(distinct_elites(result.archives.values()), key=mean_of, reverse=True)
     soup, parts, mean = start, dict(parts), start_mean
     origin: dict[str, Any] = {"from": "scaled merge", "mean": mean}
@@ -157,18 +160,15 @@ def grow_soup(recorder: RunRecorder, result: CycleQDResult, evaluator: Evaluator
             # Which of several tied elites comes first is the archive's order, not a score: their
             # mean stands for the whole tie, and is kept unless it scores lower than the first.
             even = {i: 1.0 / len(tied) for i in tied}
-            candidate = Candidate.of(merge(MERGE, [recorder.delta(i) for i in even], list(even.values()), rank=rank))
+            candidate = summed(even)
             tie_mean = _mean(score_candidates(recorder, evaluator, [candidate], tasks, like)[0][0])
-            origin = {"from": "best elite", "mean": mean, "tied": tied, "tie_mean": tie_mean}
+            origin.update(tied=tied, tie_mean=tie_mean)
             if tie_mean > mean - TIE:
                 soup, parts, mean = candidate, even, tie_mean
                 origin["from"] = "tied elites"
     steps = []
     for elite in [e for e in elites if e.adapter_id not in parts][: config.soup_size]:
-        tried = []
-        for weight in config.soup_weights:
-            sums = {**parts, elite.adapter_id: weight}
-            tried.append(Candidate.of(merge(MERGE, [recorder.delta(i) for i in sums], list(sums.values()), rank=rank)))
+        tried = [summed({**parts, elite.adapter_id: weight}) for weight in config.soup_weights]
         scores, _ = score_candidates(recorder, evaluator, tried, tasks, like)
         means = {w: _mean(by_task) for w, by_task in zip(config.soup_weights, scores)}
         best = max(means, key=lambda w: (means[w], -w))
