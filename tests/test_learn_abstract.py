@@ -110,6 +110,24 @@ def test_what_the_skill_told_the_agent_stays_as_written_though_the_code_shows_it
     told = "3. Find the line with `.upper()` and call .lower() instead."
     pairs, _ = abstract_steps(episode, steps, told=told)
     assert pairs[2][1] == "sed -i '/def NAME(/,/^$/s/.upper()/.lower()/' FILE"
-    # without the skill's text, `upper` is only a word the run read in the code: an instance value
-    pairs, _ = abstract_steps(episode, steps)
+    # without the skill's text, a method the code defines is only a word the run read: an instance value
+    shouted = [Step(s.thought, s.command.replace("upper", "shout"), s.output.replace("upper", "shout")) for s in steps]
+    pairs, _ = abstract_steps(Episode("t", INSTRUCTION, shouted, True), shouted)
     assert pairs[2][1] == "sed -i '/def NAME(/,/^$/s/.OTHER_NAME()/.lower()/' FILE"
+
+
+@pytest.mark.parametrize("edit", ["s/.upper()/.lower()/", "s/\\.upper\\(\\)/.lower()/", "s/.strip()/.rstrip()/"])
+def test_a_method_of_pythons_own_types_is_the_language_not_a_value(edit):
+    steps = [
+        Step("Run the tests.", TESTS, "FAILED tests/test_a.py::test_blend_levels - assert 'TALL' == 'tall'"),
+        Step("Find blend_levels.", 'grep -rn -A 3 "def blend_levels(" .',
+             "./a.py:4:def blend_levels(name):\n./a.py-5-    return name.upper().strip()"),
+        Step("Call .lower() instead of .upper().", f"sed -i '/def blend_levels(/,/^$/{edit}' ./a.py", ""),
+    ]
+    pairs, _ = abstract_steps(Episode("t", INSTRUCTION, steps, True), steps)
+    assert pairs[2] == ("Call .lower() instead of .upper().", f"sed -i '/def NAME(/,/^$/{edit}' FILE")
+    # the same word as a key or a function of the task's own is a value like any other
+    keyed = [Step(s.thought, s.command, s.output.replace("name.upper()", 'row["upper"]')) for s in steps[:2]]
+    keyed.append(Step("Read the key.", """sed -i 's/row["upper"]/row["lower"]/' ./a.py""", ""))
+    pairs, _ = abstract_steps(Episode("t", INSTRUCTION, keyed, True), keyed)
+    assert pairs[2][1] == """sed -i 's/OTHER_NAME["KEY"]/OTHER_NAME["lower"]/' FILE"""

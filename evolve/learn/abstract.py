@@ -15,7 +15,8 @@ a model filling in a recipe copies a placeholder's digit into the value it write
 where the value is 5), and NAME2 beside NAME3 is one token apart. Nor is the value an edit writes
 called NEW: a model writes a plain word like that into the code as it stands. Everything else — the
 commands, flags and choices the agent made without being told — is kept, because that is the
-method.
+method. So is a method of Python's own types called as one (`.upper()`), though the task's code shows
+it: that is the language, and `.OTHER_NAME()` in a recipe is a call no model can fill in.
 
 Common English words ("name", "right", "value") stay as they are in prose, but in a command, or
 quoted in prose, one the agent was shown is as much an instance value as any other name: a
@@ -82,6 +83,10 @@ _PROSE = {
     "function", "functions", "method", "module", "modules", "package", "test_", "failing", "failure", "bug",
     "wrong", "right", "correct", "instead", "first", "last", "next", "step", "steps", "done",
 }
+# A method of Python's own types, called as one (".upper()", ".strip\\("), is the language's vocabulary: a
+# recipe that says to call .lower() instead of .upper() names the method, not an instance's value.
+_BUILTIN_METHODS = {m for t in (str, bytes, list, dict, set, int, float) for m in dir(t) if not m.startswith("_")}
+_CALLED_BEFORE, _CALLED_AFTER = re.compile(r"\.$"), re.compile(r"^\\?\(")
 _METHOD_LOWER = {w.lower() for w in _METHOD}
 _PROSE_LOWER = {w.lower() for w in _PROSE} - _METHOD_LOWER
 # Syntax that names a value's role, looked at just before and just after it.
@@ -167,6 +172,11 @@ def _derive(word: str, abstraction: Abstraction) -> str | None:
     return abstraction.derived[word]
 
 
+def _builtin_call(m: re.Match) -> bool:
+    return (m.group(0) in _BUILTIN_METHODS and bool(_CALLED_BEFORE.search(m.string[: m.start()]))
+            and bool(_CALLED_AFTER.search(m.string[m.end():])))
+
+
 def _is_flag(m: re.Match) -> bool:
     """`-name` in `find . -name x`, but not `-total` inside a quoted sed script."""
     before = m.string[: m.start()]
@@ -188,7 +198,7 @@ def abstract_text(text: str, abstraction: Abstraction, known: dict[str, str], co
         w = m.group(0)
         if w.startswith("test_") and (w[5:] in known or w[5:] in abstraction.placeholders):
             return "test_" + abstraction.name(w[5:], "name", known.get(w[5:], "the repository"))
-        if _is_flag(m):
+        if _is_flag(m) or _builtin_call(m):
             return w
         if w.lower() in _PROSE_LOWER and not (command or _quoted(m)):
             return w
