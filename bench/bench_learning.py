@@ -123,8 +123,10 @@ def by_family(reports) -> dict[str, tuple[int, int]]:
     return {fam: (solved[fam], run[fam]) for fam in sorted(run)}
 
 
-def drift(store, compiler_rank: int, args) -> tuple[float, int]:
-    """‖ΔW_factor-EMA − ΔW_exact-EMA‖ / ‖ΔW_exact-EMA‖ over the same sequence of compiled skills."""
+def drift(store, compiler_rank: int, args) -> tuple[float, int, int]:
+    """‖ΔW_factor-EMA − ΔW_exact-EMA‖ / ‖ΔW_exact-EMA‖ over the same sequence of compiled skills, with
+    how many updates there were and how many distinct adapters they folded. Folding one adapter again
+    and again, the two agree exactly (its A is every update's A), so only distinct ones tell them apart."""
     import torch
 
     from skillgraft.evolve.learn.global_adapter import combine
@@ -134,7 +136,7 @@ def drift(store, compiler_rank: int, args) -> tuple[float, int]:
     history = store.global_history()
     updates = [rec.provenance["combined"][-1]["adapter_id"] for rec in history if rec.provenance.get("combined")]
     if len(updates) < 2:
-        return float("nan"), len(updates)
+        return float("nan"), len(updates), len(set(updates))
     exact = EmaConfig(alpha=args.alpha, rank=args.rank, mode="exact")
     factors = EmaConfig(alpha=args.alpha, rank=args.rank, mode="factors")
     g_exact = g_fact = None
@@ -145,7 +147,7 @@ def drift(store, compiler_rank: int, args) -> tuple[float, int]:
     de, df = to_dense(g_exact), to_dense(g_fact)
     num = sum(float(torch.linalg.norm(df[m] - de[m]) ** 2) for m in de) ** 0.5
     den = sum(float(torch.linalg.norm(de[m]) ** 2) for m in de) ** 0.5
-    return num / max(den, 1e-12), len(updates)
+    return num / max(den, 1e-12), len(updates), len(set(updates))
 
 
 def forgetting(store, model, args, cache: Path) -> None:
@@ -254,8 +256,9 @@ def main() -> None:
         if "on" in last and "on-factors" in last:
             print(f"last session, factor EMA vs exact EMA: {last['on-factors']:.0%} vs {last['on']:.0%}")
         if drift_figure is not None:
-            rel, n = drift_figure
-            print(f"factor-averaged global vs exact EMA of the same {n} updates: relative ΔW error {rel:.3f}")
+            rel, n, distinct = drift_figure
+            print(f"factor-averaged global vs exact EMA of the same {n} updates ({distinct} distinct adapters): "
+                  f"relative ΔW error {rel:.3f}")
         args.out.mkdir(parents=True, exist_ok=True)
         png = plot_curves({f"learning {k}": v for k, v in points.items()}, args.out / "learning_curve.png",
                           title=f"SkillWorld held-out ({', '.join(args.families)}), skill mode {args.skill_mode}"
