@@ -6,10 +6,13 @@ first fixed: for each skill a kept store learned, it takes the run its latest ve
 summarised from and writes that run's recipe again with the summariser as it is now. The stored
 text and the rewritten one (and no skill at all) are then each given in context to the same
 held-out tasks of the skill's family, greedy, in the sandbox. A change to the summariser is
-measured on what it changes alone.
+measured on what it changes alone. With `--skill-mode parametric` the texts are given compiled
+instead (the hypernetwork and its command memory, as a parametric run gets a skill), so a change
+to how a skill compiles is measured on the same texts and tasks.
 
     python -m bench.bench_learning --skill-mode context --conditions on --unstick --keep DIR
     python -m bench.bench_recipes DIR/on --per-family 10 --unstick --workers 2
+    python -m bench.bench_recipes DIR/on --per-family 10 --unstick --forms none stored --skill-mode parametric
 """
 from __future__ import annotations
 
@@ -31,6 +34,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--families", nargs="+", default=None, help="only the skills of these families (default: every one)")
     p.add_argument("--forms", nargs="+", default=list(FORMS), choices=FORMS, help="which texts to give the tasks")
     p.add_argument("--unstick", action="store_true", help="runs go back and redraw when stuck (agent.unstick)")
+    p.add_argument("--skill-mode", choices=("context", "parametric"), default="context",
+                   help="give the texts in the prompt, or compiled into an adapter by the hypernetwork")
+    p.add_argument("--hypernet", type=Path, default=None, help="hypernetwork checkpoint for parametric (default: the bundled one)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--keep", type=Path, default=None, metavar="DIR",
                    help="write each run's trajectory to DIR/FORM/TASK.json, to read what a form's runs did")
@@ -90,9 +96,10 @@ def main() -> None:
     from skillgraft.agent.models.factory import make_model
     from skillgraft.agent.unstick import Unstick
     from skillgraft.evolve.intervals import rate_text
+    from skillgraft.evolve.learn.roles import make_compiler
     from skillgraft.settings import load_settings
     from skillgraft.skills.store import Store
-    from skillgraft.skillworld.default_model import ensure_policy
+    from skillgraft.skillworld.default_model import ensure_hypernet, ensure_policy
     from skillgraft.skillworld.generate import HELDOUT_START, generate
 
     if not (args.store / "store.db").is_file():
@@ -102,9 +109,14 @@ def main() -> None:
     if not found:
         sys.exit(f"{args.store}: no skill summarised from a stored run of a SkillWorld family"
                  + (f" among {', '.join(args.families)}" if args.families else ""))
-    policy = args.policy or ensure_policy(args.models or load_settings().models, show_progress=False)
+    models = args.models or load_settings().models
+    policy = args.policy or ensure_policy(models, show_progress=False)
     factory = partial(make_model, f"hf:{policy}")
     model = factory()
+    compiler = None
+    if args.skill_mode == "parametric":
+        compiler = make_compiler(args.hypernet or ensure_hypernet(models, show_progress=False), model)
+    cache = args.out / "compiled"  # texts outside the store compile once per checkpoint, here
     first = HELDOUT_START + 60_000 + 1_000 * args.seed  # a block no session, validation or forgetting task comes from
     unstick = Unstick() if args.unstick else None
     jobs = []
@@ -118,7 +130,8 @@ def main() -> None:
         for i in range(args.per_family):
             task = generate(family, first + i).task()
             for form, text in texts.items():
-                loadout = NOTHING if text is None else make_loadout(None, model, [GivenSkill.of_text(name, text)])
+                loadout = NOTHING if text is None else make_loadout(
+                    None, model, [GivenSkill.of_text(name, text)], args.skill_mode, compiler=compiler, cache=cache)
                 path = args.keep / form / f"{task.id}.json" if args.keep else None
                 jobs.append(EpisodeJob(task, loadout, path, tag=(family, form), unstick=unstick))
     runner = LocalEpisodes(factory, args.workers)
@@ -131,7 +144,9 @@ def main() -> None:
     finally:
         runner.close()
         store.close()
-    print(f"\nsolved, {args.per_family} held-out tasks per family, greedy" + (", going back when stuck" if unstick else ""))
+    how = "in context" if args.skill_mode == "context" else "compiled"
+    print(f"\nsolved, {args.per_family} held-out tasks per family, greedy, texts {how}"
+          + (", going back when stuck" if unstick else ""))
     print(f"{'family':<14}" + "".join(f"{form:>26}" for form in args.forms))
     for family in sorted({f for f, *_ in found}):
         print(f"{family:<14}" + "".join(f"{rate_text(solved[family, form], run[family, form]):>26}" for form in args.forms))
@@ -139,7 +154,7 @@ def main() -> None:
         f"{rate_text(sum(solved[k] for k in run if k[1] == form), sum(run[k] for k in run if k[1] == form)):>26}"
         for form in args.forms))
     png = plot_forms({f: {form: (solved[f, form], run[f, form]) for form in args.forms} for f, *_ in found},
-                     args.out / "recipes.png", f"each family's learned recipe in context\n{args.per_family} held-out tasks per "
+                     args.out / "recipes.png", f"each family's learned recipe {how}\n{args.per_family} held-out tasks per "
                      "family, greedy" + (", going back when stuck" if unstick else ""))
     print(f"bars: {png}")
 
