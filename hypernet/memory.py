@@ -90,6 +90,19 @@ def code_pairs(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, in
     would follow it and run on (`"values"]"]/"/"/…`). A literal after a placeholder (the `s` of
     KEYs) is still written: that is what the skill adds."""
     t = _Tokens.read(tokenizer, text)
+    return t.ids, _pairs(t)
+
+
+def held_keys(tokenizer: Any, text: str) -> list[int]:
+    """Positions whose key is held to a zero value: a token right before a placeholder where the
+    same token elsewhere in its span keys a literal that code_pairs writes (the first ` =` of
+    `s/NAME = VALUE$/NAME = -VALUE/`), so that the memory tells the two apart."""
+    t = _Tokens.read(tokenizer, text)
+    written = {(t.span[i], t.ids[i]) for i, _ in _pairs(t)} & t.before_hole
+    return [i for i in range(len(t.ids) - 1) if t.hole[i + 1] and (t.span[i], t.ids[i]) in written]
+
+
+def _pairs(t: "_Tokens") -> list[tuple[int, int]]:
     pairs = []
     for i in range(len(t.ids) - 1):
         if t.span[i] is None or t.span[i] != t.span[i + 1] or t.hole[i + 1]:
@@ -101,17 +114,7 @@ def code_pairs(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, in
         if t.hole[i] and t.plain_syntax(i + 1):
             continue
         pairs.append((i, t.ids[i + 1]))
-    return t.ids, pairs
-
-
-def held_keys(tokenizer: Any, text: str) -> list[int]:
-    """Positions whose key is held to a zero value: a token right before a placeholder where the
-    same token elsewhere in its span comes before a literal that code_pairs writes (the first ` =`
-    of `s/NAME = VALUE$/NAME = -VALUE/`), so that the memory tells the two apart."""
-    t = _Tokens.read(tokenizer, text)
-    written = {(t.span[i], t.ids[i]) for i in range(len(t.ids) - 1)
-               if (t.span[i], t.ids[i]) in t.before_hole and t.span[i] == t.span[i + 1] and t.literal_after(i)}
-    return [i for i in range(len(t.ids) - 1) if t.hole[i + 1] and (t.span[i], t.ids[i]) in written]
+    return pairs
 
 
 @dataclass
