@@ -52,7 +52,7 @@ _SUBSTITUTION = re.compile(r"(?<![\w.])s/((?:[^/\\]|\\.)*)/((?:[^/\\]|\\.)*)/")
 _PLACEHOLDER_HEAD = re.compile(r"\b[A-Z][A-Z_0-9]*")  # also KEY in KEYs
 KIND = "down_proj"
 SPEC = "memory.json"  # in a hypernetwork checkpoint's folder
-RULES = "4"  # what code_pairs and held_keys write; part of the checkpoint's id, so a change recompiles every skill
+RULES = "3"  # what code_pairs writes; part of the checkpoint's id, so a change recompiles every skill
 
 
 def is_literal_edit(span: str) -> bool:
@@ -81,78 +81,40 @@ def code_pairs(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, in
       before the sides (`/^$/`), every skill's own, and the close after them are written: they
       hold the policy's syntax steady against the other keys.
 
-    A literal, not sed syntax, that follows such a token is written all the same (` -` after the
-    second ` =` of `s/NAME = VALUE$/NAME = -VALUE/`: the minus is what the edit adds); its key would
-    fire at the first ` =` just as well, so there the token is held to nothing (held_keys).
+    The first rule also takes a literal that follows such a token (` -` after the second ` =` of
+    `s/NAME = VALUE$/NAME = -VALUE/`): its key would fire at the first ` =` just as well.
 
     Nor is sed syntax keyed by a placeholder's token (`"]` after KEY): the agent's own word stands
     there, and it writes that word in its reasons too (`the dict has "values"`), where the syntax
     would follow it and run on (`"values"]"]/"/"/…`). A literal after a placeholder (the `s` of
     KEYs) is still written: that is what the skill adds."""
-    t = _Tokens.read(tokenizer, text)
-    return t.ids, _pairs(t)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = enc["input_ids"], enc["offset_mapping"]
+    literal = [m for m in _SPAN.finditer(text) if is_literal_edit(m.group(1))]
+    spans = [(m.start(1), m.end(1)) for m in literal]
+    sides = [(s.start(1), s.end(2)) for m in literal for s in _SUBSTITUTION.finditer(text, m.start(1), m.end(1))]
+    holes = [(m.start(), m.end()) for m in _PLACEHOLDER.finditer(text)]
 
+    def span_of(start: int) -> int | None:
+        return next((k for k, (a, b) in enumerate(spans) if a <= start < b), None)
 
-def held_keys(tokenizer: Any, text: str) -> list[int]:
-    """Positions whose key is held to a zero value: a token right before a placeholder where the
-    same token elsewhere in its span keys a literal that code_pairs writes (the first ` =` of
-    `s/NAME = VALUE$/NAME = -VALUE/`), so that the memory tells the two apart."""
-    t = _Tokens.read(tokenizer, text)
-    written = {(t.span[i], t.ids[i]) for i, _ in _pairs(t)} & t.before_hole
-    return [i for i in range(len(t.ids) - 1) if t.hole[i + 1] and (t.span[i], t.ids[i]) in written]
+    def sed_syntax(start: int, end: int) -> bool:
+        return any(a <= start < b for a, b in sides) and set(text[start:end]) <= _SED_SYNTAX
 
-
-def _pairs(t: "_Tokens") -> list[tuple[int, int]]:
+    span = [span_of(a) for a, _ in offsets]
+    hole = [any(a < end and start < b for a, b in holes) for start, end in offsets]
+    syntax = [sed_syntax(a, b) for a, b in offsets]
+    before_hole = {(span[t], ids[t]) for t in range(len(ids) - 1) if span[t] is not None and hole[t + 1]}
     pairs = []
-    for i in range(len(t.ids) - 1):
-        if t.span[i] is None or t.span[i] != t.span[i + 1] or t.hole[i + 1]:
+    for t in range(len(ids) - 1):
+        if span[t] is None or span[t] != span[t + 1] or hole[t + 1] or (span[t], ids[t]) in before_hole:
             continue
-        if (t.span[i], t.ids[i]) in t.before_hole and not t.literal_after(i):
+        if syntax[t] and syntax[t + 1]:
             continue
-        if t.syntax[i] and t.syntax[i + 1]:
+        if hole[t] and set(text[offsets[t + 1][0]:offsets[t + 1][1]]) <= _SED_SYNTAX:
             continue
-        if t.hole[i] and t.plain_syntax(i + 1):
-            continue
-        pairs.append((i, t.ids[i + 1]))
-    return pairs
-
-
-@dataclass
-class _Tokens:
-    """A text's tokens, each with the literal-edit span it lies in, and whether it is part of a
-    placeholder or sed syntax within a substitution's sides."""
-
-    text: str
-    ids: list[int]
-    offsets: list[tuple[int, int]]
-    span: list[int | None]
-    hole: list[bool]
-    syntax: list[bool]
-    inside: list[bool]  # within a substitution's two sides
-    before_hole: set[tuple[int | None, int]]  # (span, token) pairs seen right before a placeholder
-
-    @classmethod
-    def read(cls, tokenizer: Any, text: str) -> "_Tokens":
-        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        ids, offsets = enc["input_ids"], enc["offset_mapping"]
-        literal = [m for m in _SPAN.finditer(text) if is_literal_edit(m.group(1))]
-        spans = [(m.start(1), m.end(1)) for m in literal]
-        sides = [(s.start(1), s.end(2)) for m in literal for s in _SUBSTITUTION.finditer(text, m.start(1), m.end(1))]
-        holes = [(m.start(), m.end()) for m in _PLACEHOLDER.finditer(text)]
-        span = [next((k for k, (a, b) in enumerate(spans) if a <= start < b), None) for start, _ in offsets]
-        hole = [any(a < end and start < b for a, b in holes) for start, end in offsets]
-        inside = [any(a <= start < b for a, b in sides) for start, _ in offsets]
-        syntax = [inside[i] and set(text[start:end]) <= _SED_SYNTAX for i, (start, end) in enumerate(offsets)]
-        before = {(span[i], ids[i]) for i in range(len(ids) - 1) if span[i] is not None and hole[i + 1]}
-        return cls(text, ids, offsets, span, hole, syntax, inside, before)
-
-    def plain_syntax(self, i: int) -> bool:
-        start, end = self.offsets[i]
-        return set(self.text[start:end]) <= _SED_SYNTAX
-
-    def literal_after(self, i: int) -> bool:
-        """Token i, no sed syntax, comes right before a literal within a substitution's sides."""
-        return self.inside[i + 1] and not (self.syntax[i] or self.hole[i + 1] or self.syntax[i + 1])
+        pairs.append((t, ids[t + 1]))
+    return ids, pairs
 
 
 def _layer_modules(model: torch.nn.Module, layers: Sequence[int]) -> dict[int, tuple[str, torch.nn.Module]]:
@@ -262,14 +224,12 @@ class CommandMemory:
         ids, pairs = code_pairs(self.tokenizer, text)
         if not pairs:
             return {}
-        held = held_keys(self.tokenizer, text)  # keys whose value is nothing
         moments, inverse = self.whitening()
         inputs, _ = read_layers(self.model, ids, self.layers)
-        targets = torch.stack([self.unembedding[y] / self.unembedding[y].norm() for _, y in pairs]
-                              + [torch.zeros_like(self.unembedding[0])] * len(held)).double().T
+        targets = torch.stack([self.unembedding[y] / self.unembedding[y].norm() for _, y in pairs]).double().T
         delta: LoraDelta = {}
         for layer in self.layers:
-            keys = inputs[layer][[t for t, _ in pairs] + held].double().T  # (in, n)
+            keys = inputs[layer][[t for t, _ in pairs]].double().T  # (in, n)
             whitened = inverse[layer] @ keys
             gram = keys.T @ whitened
             gram = gram + self.ridge * gram.diagonal().mean() * torch.eye(gram.shape[0], dtype=gram.dtype)
