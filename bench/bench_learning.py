@@ -135,8 +135,9 @@ def drift(store, compiler_rank: int, args) -> tuple[float, int, int]:
 
     history = store.global_history()
     updates = [rec.provenance["combined"][-1]["adapter_id"] for rec in history if rec.provenance.get("combined")]
+    counts = len(updates), len(set(updates))
     if len(updates) < 2:
-        return float("nan"), len(updates), len(set(updates))
+        return float("nan"), *counts
     exact = EmaConfig(alpha=args.alpha, rank=args.rank, mode="exact")
     factors = EmaConfig(alpha=args.alpha, rank=args.rank, mode="factors")
     g_exact = g_fact = None
@@ -147,7 +148,7 @@ def drift(store, compiler_rank: int, args) -> tuple[float, int, int]:
     de, df = to_dense(g_exact), to_dense(g_fact)
     num = sum(float(torch.linalg.norm(df[m] - de[m]) ** 2) for m in de) ** 0.5
     den = sum(float(torch.linalg.norm(de[m]) ** 2) for m in de) ** 0.5
-    return num / max(den, 1e-12), len(updates), len(set(updates))
+    return num / max(den, 1e-12), *counts
 
 
 def forgetting(store, model, args, cache: Path) -> None:

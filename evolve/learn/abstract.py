@@ -86,7 +86,6 @@ _PROSE = {
 # A method of Python's own types, called as one (".upper()", ".strip\\("), is the language's vocabulary: a
 # recipe that says to call .lower() instead of .upper() names the method, not an instance's value.
 _BUILTIN_METHODS = {m for t in (str, bytes, list, dict, set, int, float) for m in dir(t) if not m.startswith("_")}
-_CALLED_BEFORE, _CALLED_AFTER = re.compile(r"\.$"), re.compile(r"^\\?\(")
 _METHOD_LOWER = {w.lower() for w in _METHOD}
 _PROSE_LOWER = {w.lower() for w in _PROSE} - _METHOD_LOWER
 # Syntax that names a value's role, looked at just before and just after it.
@@ -173,8 +172,9 @@ def _derive(word: str, abstraction: Abstraction) -> str | None:
 
 
 def _builtin_call(m: re.Match) -> bool:
-    return (m.group(0) in _BUILTIN_METHODS and bool(_CALLED_BEFORE.search(m.string[: m.start()]))
-            and bool(_CALLED_AFTER.search(m.string[m.end():])))
+    """`.upper(` or, escaped in a sed pattern, `.upper\\(`."""
+    return (m.group(0) in _BUILTIN_METHODS and m.string[m.start() - 1 : m.start()] == "."
+            and m.string.startswith(("(", "\\("), m.end()))
 
 
 def _is_flag(m: re.Match) -> bool:
