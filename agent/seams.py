@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from skillgraft.skills.schema import Adapter, SkillVersion
 
@@ -28,6 +28,8 @@ class AdapterStore(Protocol):
                     name: str | None = None, parent_id: int | None = None) -> Adapter: ...
 
     def adapter_path(self, adapter_id: int) -> Path: ...
+
+    def trajectory_path(self, trajectory: Any) -> Path: ...
 
     def latest_global(self, name: str = ...) -> Adapter | None: ...
 
@@ -57,3 +59,11 @@ class SkillCompiler(Protocol):
     def files(self, delta: LoraDelta, metadata: Mapping[str, Any] | None = None) -> dict[str, bytes]: ...
 
     def save(self, delta: LoraDelta, out_dir: str | Path, metadata: Mapping[str, Any] | None = None) -> Path: ...
+
+
+@runtime_checkable
+class RunTuner(Protocol):
+    """A compiler that also tunes a compiled adapter on the runs its skill was learned from
+    (hypernet.tune.TunedCompiler): conversations as the model saw them, skill texts left out."""
+
+    def tune(self, delta: LoraDelta, conversations: Sequence[list[dict]]) -> LoraDelta: ...

@@ -20,21 +20,26 @@ from skillgraft.hypernet.merges import merge
 from skillgraft.hypernet.peft_io import WEIGHTS_FILE, load_adapter, save_adapter
 from skillgraft.skills.schema import Adapter, SkillVersion, saved_id
 from skillgraft.agent.loadout import AdapterPart
-from skillgraft.agent.seams import AdapterStore, SkillCompiler
+from skillgraft.agent.seams import AdapterStore, RunTuner, SkillCompiler
+from skillgraft.agent.trajectory import conversation_without_skills
 
 
 def compiled_adapter(store: AdapterStore, compiler: SkillCompiler, version: SkillVersion) -> Adapter:
-    """The store's adapter for this version under this compiler, compiling it on first use."""
+    """The store's adapter for this version under this compiler, compiling it on first use; a
+    compiler that tunes (seams.RunTuner) tunes a version summarised from a run on that run."""
     hit = store.find_compiled(saved_id(version.id), compiler.checkpoint_id)
     if hit is not None:
         return hit
     [delta] = compiler.compile([version.text])
+    provenance = {"skill_version_id": version.id, "hypernet_ckpt": compiler.checkpoint_id}
+    if isinstance(compiler, RunTuner) and version.trajectory_id is not None:
+        delta = compiler.tune(delta, [conversation_without_skills(store.trajectory_path(version.trajectory_id))])
+        provenance["tuned_on_trajectory"] = version.trajectory_id
     files = compiler.files(delta, metadata={"skill": version.skill_name, "skill_version": version.number})
     rank = max(ranks(delta).values())
     return store.add_adapter(
         files, kind="skill", base_fingerprint=compiler.meta.fingerprint or "unknown", rank=rank, alpha=rank,
-        target_modules=compiler.target_modules(delta),
-        provenance={"skill_version_id": version.id, "hypernet_ckpt": compiler.checkpoint_id},
+        target_modules=compiler.target_modules(delta), provenance=provenance,
         skill_version_id=version.id, hypernet_ckpt=compiler.checkpoint_id,
     )
 

@@ -11,7 +11,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from skillgraft.agent.prompts import FormatError, parse_action
 from skillgraft.agent.redact import redact, secret_values
+from skillgraft.hypernet.objectives import without_skills
 
 FORMAT = "skillgraft-trajectory-1"
 
@@ -61,3 +63,18 @@ def read_trajectory(path: str | Path) -> dict:
     if not isinstance(data, dict) or "messages" not in data or "info" not in data:
         raise ValueError(f"{path}: not a skillgraft trajectory (no messages/info)")
     return data
+
+
+def conversation_without_skills(path: str | Path) -> list[dict]:
+    """A run's messages as a model learns from them with no skill in the prompt: every skill
+    block taken out of the user messages, and a reply that held no command (a format error)
+    kept as context but marked `"train": False`."""
+    out = []
+    for message in without_skills(read_trajectory(path)["messages"]):
+        if message.get("role") == "assistant" and not message.get("tool_calls"):
+            try:
+                parse_action(message.get("content") or "")
+            except FormatError:
+                message = {**message, "train": False}
+        out.append(message)
+    return out

@@ -26,7 +26,7 @@ import torch
 
 def held_out_loss(model, examples, pad: int) -> float:
     from skillgraft.hypernet.evaluate import token_loss
-    from skillgraft.skillworld.policy.fit import collate
+    from skillgraft.hypernet.fit import collate
 
     total, count = 0.0, 0
     with torch.inference_mode():
@@ -44,7 +44,7 @@ def fit_until(policy: Path, rank: int, targets: list[str], train, heldout, pad: 
     from transformers import AutoModelForCausalLM
 
     from skillgraft.hypernet.evaluate import token_loss
-    from skillgraft.skillworld.policy.fit import collate
+    from skillgraft.hypernet.fit import collate
 
     torch.manual_seed(0)
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(policy),
@@ -88,7 +88,7 @@ def main() -> None:
     from skillgraft.skillworld.default_model import ensure_hypernet, ensure_policy
     from skillgraft.skillworld.generate import HELDOUT_START
     from skillgraft.skillworld.policy.data import conversations
-    from skillgraft.skillworld.policy.fit import pad_id
+    from skillgraft.hypernet.fit import pad_id
     from skillgraft.skillworld.policy.lora_policy import encode
 
     models = load_settings().models

@@ -59,6 +59,10 @@ def parse() -> argparse.Namespace:
                    help="every run, in every condition: when the model proposes a command it already ran on the same "
                         "files, the run goes back to before its last change and the reply there is drawn anew, "
                         "sampled (agent.unstick)")
+    p.add_argument("--tune-steps", type=int, default=0,
+                   help="parametric: tune each learned skill's compiled adapter this many steps on the run it was "
+                        "summarised from (hypernet.tune; 0: the hypernetwork's adapter as it is)")
+    p.add_argument("--tune-lr", type=float, default=5e-4, help="the tuning's learning rate")
     p.add_argument("--models", type=Path, default=None, help="models folder (default HOME/models); trained on first use")
     p.add_argument("--policy", type=Path, default=None, help="a trained policy folder instead of the default model")
     p.add_argument("--hypernet", type=Path, default=None, help="a hypernetwork checkpoint instead of the default one")
@@ -186,6 +190,7 @@ def main() -> None:
     args = parse()
     from skillgraft.agent.models.factory import make_model
     from skillgraft.evolve.learn.roles import make_compiler
+    from skillgraft.hypernet.tune import Tuning
     from skillgraft.skillworld.default_model import ensure_hypernet, ensure_policy
     from skillgraft.skillworld.families import SEEN, resolve
     from skillgraft.skillworld.generate import HELDOUT_START, generate
@@ -200,7 +205,7 @@ def main() -> None:
         hypernet = args.hypernet or ensure_hypernet(models, show_progress=False)
     print(f"policy {policy}, hypernet {hypernet} ready in {time.monotonic() - t0:.0f}s", flush=True)
     model = make_model(f"hf:{policy}", temperature=args.temperature)
-    compiler = make_compiler(hypernet, model)
+    compiler = make_compiler(hypernet, model, Tuning(args.tune_steps, args.tune_lr) if args.tune_steps else None)
     factory = partial(make_model, f"hf:{policy}", temperature=args.temperature)
     args.episodes = ray_runner(args.ray, factory, args.workers) or (
         LocalEpisodes(factory, args.workers) if args.workers > 1 else None)
@@ -216,6 +221,7 @@ def main() -> None:
           f"skill mode {args.skill_mode}, alpha {args.alpha}, rank {args.rank}, "
           + (f"temperature {args.temperature}" if args.temperature else "greedy")
           + (f"; gate on {len(validation)} validation tasks" if args.gate else "")
+          + (f"; learned skills' adapters tuned {args.tune_steps} steps at {args.tune_lr:g} on their runs" if args.tune_steps else "")
           + (f"; learning on practises a failed task up to {args.practice} times at temperature {args.practice_temperature}"
              if args.practice else ""), flush=True)
 

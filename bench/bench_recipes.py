@@ -8,11 +8,14 @@ text and the rewritten one (and no skill at all) are then each given in context 
 held-out tasks of the skill's family, greedy, in the sandbox. A change to the summariser is
 measured on what it changes alone. With `--skill-mode parametric` the texts are given compiled
 instead (the hypernetwork and its command memory, as a parametric run gets a skill), so a change
-to how a skill compiles is measured on the same texts and tasks.
+to how a skill compiles is measured on the same texts and tasks; `--tune-steps N` gives the stored
+version compiled and tuned on the run it was summarised from (hypernet.tune), as a learner with
+tuning compiles it.
 
     python -m bench.bench_learning --skill-mode context --conditions on --unstick --keep DIR
     python -m bench.bench_recipes DIR/on --per-family 10 --unstick --workers 2
     python -m bench.bench_recipes DIR/on --per-family 10 --unstick --forms none stored --skill-mode parametric
+    python -m bench.bench_recipes DIR/on --per-family 10 --unstick --forms none stored --skill-mode parametric --tune-steps 10
 """
 from __future__ import annotations
 
@@ -22,6 +25,10 @@ import sys
 from collections import Counter
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from skillgraft.skills.schema import SkillVersion
 
 FORMS = ("none", "stored", "rewritten")
 
@@ -37,6 +44,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--skill-mode", choices=("context", "parametric"), default="context",
                    help="give the texts in the prompt, or compiled into an adapter by the hypernetwork")
     p.add_argument("--hypernet", type=Path, default=None, help="hypernetwork checkpoint for parametric (default: the bundled one)")
+    p.add_argument("--tune-steps", type=int, default=0,
+                   help="parametric: the stored version's adapter tuned this many steps on its run (0: as compiled)")
+    p.add_argument("--tune-lr", type=float, default=5e-4, help="the tuning's learning rate")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--keep", type=Path, default=None, metavar="DIR",
                    help="write each run's trajectory to DIR/FORM/TASK.json, to read what a form's runs did")
@@ -46,8 +56,8 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def recipes(store) -> list[tuple[str, str, str, str]]:
-    """(family, skill name, stored text, rewritten text) for each skill summarised from a stored run."""
+def recipes(store) -> list[tuple[str, SkillVersion, str]]:
+    """(family, stored version, rewritten text) for each skill summarised from a stored run."""
     from skillgraft.evolve.learn.episode import load_episode
     from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
 
@@ -58,7 +68,7 @@ def recipes(store) -> list[tuple[str, str, str, str]]:
         if not family or version.trajectory_id is None:
             continue
         episode = load_episode(store.trajectory_path(version.trajectory_id))
-        out.append((family, version.skill_name, version.text, summariser.summarise(episode, version.skill_name)))
+        out.append((family, version, summariser.summarise(episode, version.skill_name)))
     return out
 
 
@@ -97,6 +107,7 @@ def main() -> None:
     from skillgraft.agent.unstick import Unstick
     from skillgraft.evolve.intervals import rate_text
     from skillgraft.evolve.learn.roles import make_compiler
+    from skillgraft.hypernet.tune import Tuning
     from skillgraft.settings import load_settings
     from skillgraft.skills.store import Store
     from skillgraft.skillworld.default_model import ensure_hypernet, ensure_policy
@@ -114,24 +125,30 @@ def main() -> None:
     factory = partial(make_model, f"hf:{policy}")
     model = factory()
     compiler = None
+    if args.tune_steps and args.skill_mode != "parametric":
+        sys.exit("--tune-steps tunes compiled adapters: give --skill-mode parametric")
     if args.skill_mode == "parametric":
-        compiler = make_compiler(args.hypernet or ensure_hypernet(models, show_progress=False), model)
+        compiler = make_compiler(args.hypernet or ensure_hypernet(models, show_progress=False), model,
+                                 Tuning(args.tune_steps, args.tune_lr) if args.tune_steps else None)
     cache = args.out / "compiled"  # texts outside the store compile once per checkpoint, here
     first = HELDOUT_START + 60_000 + 1_000 * args.seed  # a block no session, validation or forgetting task comes from
     unstick = Unstick() if args.unstick else None
     jobs = []
-    for family, name, stored, rewritten in found:
+    for family, version, rewritten in found:
+        name, stored = version.skill_name, version.text
         same = stored == rewritten
         print(f"\n--- {name} ({family}): " + ("the summariser writes it as stored" if same else "rewritten:"))
         if not same:
             print("".join(difflib.unified_diff(stored.splitlines(True), rewritten.splitlines(True), "stored", "rewritten", n=0)))
-        texts = {form: text for form, text in (("none", None), ("stored", stored), ("rewritten", rewritten))
-                 if form in args.forms}
+        # The stored text as the store's version where it is tuned on the version's run; else as a text.
+        given = {"none": None, "stored": version if args.tune_steps else GivenSkill.of_text(name, stored),
+                 "rewritten": GivenSkill.of_text(name, rewritten)}
+        given = {form: skill for form, skill in given.items() if form in args.forms}
         for i in range(args.per_family):
             task = generate(family, first + i).task()
-            for form, text in texts.items():
-                loadout = NOTHING if text is None else make_loadout(
-                    None, model, [GivenSkill.of_text(name, text)], args.skill_mode, compiler=compiler, cache=cache)
+            for form, skill in given.items():
+                loadout = NOTHING if skill is None else make_loadout(
+                    store, model, [skill], args.skill_mode, compiler=compiler, cache=cache)
                 path = args.keep / form / f"{task.id}.json" if args.keep else None
                 jobs.append(EpisodeJob(task, loadout, path, tag=(family, form), unstick=unstick))
     runner = LocalEpisodes(factory, args.workers)
@@ -144,7 +161,8 @@ def main() -> None:
     finally:
         runner.close()
         store.close()
-    how = "in context" if args.skill_mode == "context" else "compiled"
+    how = "in context" if args.skill_mode == "context" else "compiled" + (
+        f", the stored versions tuned {args.tune_steps} steps on their runs" if args.tune_steps else "")
     print(f"\nsolved, {args.per_family} held-out tasks per family, greedy, texts {how}"
           + (", going back when stuck" if unstick else ""))
     print(f"{'family':<14}" + "".join(f"{form:>26}" for form in args.forms))

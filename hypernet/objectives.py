@@ -158,6 +158,11 @@ def _with_skills(messages: list[dict], skills: Sequence[tuple[str, str]], in_con
     return out
 
 
+def without_skills(messages: list[dict]) -> list[dict]:
+    """The messages with every skill block taken out of the user's."""
+    return _with_skills(messages, (), in_context=False)
+
+
 def _plain_chat(messages: list[dict]) -> str:
     return "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in messages)
 

@@ -264,3 +264,24 @@ def peft_cat(peft_model: Any, adapter_names: Sequence[str], weights: Sequence[fl
         if isinstance(module, LoraLayer) and new_name in module.scaling:
             module.scaling[new_name] = 1.0
     return new_name
+
+
+# ---------------------------------------------------------------- reading a trained PEFT model
+
+
+def lora_modules(peft_model: Any) -> list[tuple[str, torch.nn.Module]]:
+    """(name, module) of every module the PEFT model wraps with its default LoRA."""
+    return [(name, module) for name, module in peft_model.named_modules()
+            if hasattr(module, "lora_A") and "default" in module.lora_A]
+
+
+def lora_delta(peft_model: Any) -> dict[str, LowRank]:
+    """ΔW = scaling · B @ A of every wrapped module, keyed by its path in the bare model."""
+    out = {}
+    for name, module in lora_modules(peft_model):
+        path = name.removeprefix("base_model.model.")
+        out[path] = LowRank(B=module.lora_B["default"].weight.detach().clone() * module.scaling["default"],
+                            A=module.lora_A["default"].weight.detach().clone())
+    if not out:
+        raise RuntimeError("the PEFT model has no LoRA modules")
+    return out

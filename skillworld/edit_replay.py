@@ -27,7 +27,7 @@ from skillgraft.agent.prompts import split_reply
 from skillgraft.evolve.cycleqd.evaluators import Request
 from skillgraft.hypernet.apply import generated_lora
 from skillgraft.hypernet.lora import LoraDelta
-from skillgraft.skillworld.policy.fit import pad_id
+from skillgraft.hypernet.fit import pad_id
 from skillgraft.skillworld.policy.lora_policy import encode
 
 EDIT_TURN = 2

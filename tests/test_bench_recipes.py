@@ -39,9 +39,9 @@ def test_a_summarised_skill_is_written_again_from_the_run_it_came_from(tmp_path)
         store.add_version("by-hand", "---\nname: by-hand\ndescription: Written by a person.\n---\nSteps.\n")
         found = recipes(store)
     # the skill written by hand came from no run and is left out
-    assert [(family, name) for family, name, _, _ in found] == [("wrong_word", "wrong-word")]
-    _, _, stored, rewritten = found[0]
-    assert stored == older and rewritten == fresh
+    assert [(family, version.skill_name) for family, version, _ in found] == [("wrong_word", "wrong-word")]
+    _, version, rewritten = found[0]
+    assert version.text == older and version.trajectory_id == trajectory.id and rewritten == fresh
 
 
 def test_the_bars_are_drawn_for_families_that_lack_a_form(tmp_path):

@@ -97,6 +97,9 @@ def test_learn_refuses_bad_input_with_exit_code_2(tmp_path):
     cold = runner.invoke(app, ["learn", str(task), "--model", f"replay:{replay}", "--practice", "2",
                                "--practice-temperature", "0", "--home", str(tmp_path)])
     assert cold.exit_code == 2 and "temperature above 0" in " ".join(cold.output.split())
+    tuned = runner.invoke(app, ["learn", str(task), "--model", f"replay:{replay}", "--tune-steps", "10",
+                                "--home", str(tmp_path)])
+    assert tuned.exit_code == 2 and "--tune-steps tunes compiled skills" in " ".join(tuned.output.split())
     missing = runner.invoke(app, ["refine", "nope", "--tasks", str(task), "--tasks", str(task), "--home", str(tmp_path),
                                   "--model", f"replay:{replay}"])
     assert missing.exit_code == 2 and "no skill named 'nope'" in " ".join(missing.output.split())

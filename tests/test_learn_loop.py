@@ -83,6 +83,28 @@ def store_messages(store, row):
     return json.loads(store.trajectory_path(row).read_text())["messages"]
 
 
+def test_a_learner_that_tunes_folds_the_adapter_tuned_on_the_run_it_learned_from(parts, tmp_path):
+    from skillgraft.hypernet.tune import TunedCompiler, Tuning
+    from skillgraft.skillworld.expert import ExpertModel
+    from skillgraft.skillworld.generate import HELDOUT_START, generate
+
+    base, compiler = parts
+    tuned = TunedCompiler(compiler, base, Tuning(steps=2, lr=1e-2))
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
+    model = ExpertInTinyWeights(HFModel(base, max_new_tokens=8))
+    world_task = generate("off_by_one", HELDOUT_START + 24)
+    model.expert = ExpertModel(world_task)
+    config = LearnConfig(skill_mode="parametric", ema=EmaConfig(alpha=0.5, rank=8))
+    outcome = Learner(store, model, tuned, OfflineSummariser(), config, tmp_path / "work").run_session(
+        [world_task.task()]).outcomes[0]
+    assert outcome.success and outcome.learned == "off-by-one@v1"
+    version = store.latest_version("off-by-one")
+    adapter = store.find_compiled(version.id, tuned.checkpoint_id)
+    assert adapter.provenance["tuned_on_trajectory"] == outcome.trajectory_id == version.trajectory_id
+    assert store.find_compiled(version.id, compiler.checkpoint_id) is None  # no untuned adapter was made
+    assert store.latest_global().provenance["combined"] == [{"adapter_id": adapter.id, "weight": 1.0}]
+
+
 def test_parametric_mode_needs_an_adapter_model(parts, tmp_path):
     from skillgraft.agent.models.replay_model import ReplayModel
 

@@ -141,7 +141,7 @@ def test_with_a_skill_in_context_every_edit_thought_defers_to_the_skill(trained)
 def test_the_context_loss_adds_to_the_assistant_loss_it_reports():
     import torch
 
-    from skillgraft.skillworld.policy.fit import _with_context_loss, collate
+    from skillgraft.hypernet.fit import _with_context_loss, collate
     from skillgraft.skillworld.policy.model import build_policy
 
     torch.manual_seed(0)
@@ -158,7 +158,7 @@ def test_bf16_training_runs_in_bfloat16_only_where_the_device_has_it():
     import torch
 
     from skillgraft.hypernet.precision import native_bf16
-    from skillgraft.skillworld.policy.fit import Schedule, fit
+    from skillgraft.hypernet.fit import Schedule, fit
     from skillgraft.skillworld.policy.model import build_policy
 
     examples = [([5, 6, 7, 8, 9, 10], [0, 0, 0, 1, 1, 0]), ([11, 12, 13, 14], [0, 1, 1, 1])]

@@ -17,6 +17,7 @@ from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
 
 if TYPE_CHECKING:
     from skillgraft.hypernet.compile import Compiler
+    from skillgraft.hypernet.tune import TunedCompiler, Tuning
 
 OFFLINE = "offline"
 
@@ -35,10 +36,13 @@ def make_generator(spec: str = OFFLINE) -> Generator:
     return OfflineGenerator() if spec == OFFLINE else LLMGenerator(_chat_model(spec))
 
 
-def make_compiler(hypernet: Path | None, model: Model) -> Compiler | None:
-    """A compiler for the model's base when there is a hypernetwork and the model takes adapters."""
+def make_compiler(hypernet: Path | None, model: Model, tuning: Tuning | None = None) -> Compiler | TunedCompiler | None:
+    """A compiler for the model's base when there is a hypernetwork and the model takes adapters;
+    with `tuning`, one whose adapters of learned skills are tuned on the run they came from."""
     if hypernet is None or not isinstance(model, AdapterModel):
         return None
     from skillgraft.hypernet.compile import Compiler
+    from skillgraft.hypernet.tune import TunedCompiler
 
-    return Compiler.load(Path(hypernet), model.base_config)
+    compiler = Compiler.load(Path(hypernet), model.base_config)
+    return compiler if tuning is None else TunedCompiler(compiler, model.base_config, tuning)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from skillgraft.evolve.learn.propose import Generator
     from skillgraft.evolve.learn.refine import RefineResult
     from skillgraft.evolve.learn.summarise import Summariser
-    from skillgraft.hypernet.compile import Compiler
+    from skillgraft.agent.seams import SkillCompiler
 
 AUTO = "auto"  # a skill mode: parametric when a hypernetwork and an adapter model are there, else context
 
@@ -35,26 +35,32 @@ class AgentRoles:
     """The model that acts, the compiler of its skills, and who writes and revises skill text."""
 
     model: Model
-    compiler: Compiler | None
+    compiler: SkillCompiler | None
     mode: SkillMode
     summariser: Summariser
     generator: Generator
 
 
 def agent_roles(settings: Settings, model: str, hypernet: Path | None, skill_mode: str, summariser: str,
-                generator: str, temperature: float | None = None) -> AgentRoles:
+                generator: str, temperature: float | None = None, tune_steps: int = 0) -> AgentRoles:
+    """`tune_steps` > 0: each learned skill's compiled adapter is tuned that many steps on the run
+    it was summarised from (hypernet.tune)."""
     from skillgraft.evolve.learn.roles import make_compiler, make_generator, make_summariser
+    from skillgraft.hypernet.tune import Tuning
     from skillgraft.model_defaults import hypernet_for, load_model
 
     try:
         agent_model = load_model(settings, model, temperature=temperature)
         adapter_ok = isinstance(agent_model, AdapterModel)
         ckpt = hypernet_for(settings, model, hypernet) if adapter_ok and skill_mode != SkillMode.context.value else None
-        compiler = make_compiler(ckpt, agent_model)
+        compiler = make_compiler(ckpt, agent_model, Tuning(tune_steps) if tune_steps else None)
         mode = (SkillMode.parametric if compiler is not None else SkillMode.context) if skill_mode == AUTO else SkillMode(skill_mode)
         if mode.compiled and compiler is None:
             why = "the model takes no adapters" if not adapter_ok else "no hypernetwork (give --hypernet)"
             raise ValueError(f"skill mode {mode.value!r} needs compiled adapters, but {why}; use --skill-mode context")
+        if tune_steps and not mode.compiled:
+            raise ValueError("--tune-steps tunes compiled skills: it needs skill mode parametric or both, and a model "
+                             "that takes adapters")
         return AgentRoles(agent_model, compiler, mode, make_summariser(summariser), make_generator(generator))
     except (ModelError, ValueError, FileNotFoundError) as exc:
         raise JobError(str(exc), BAD_INPUT) from exc

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 
-from skillgraft.hypernet.peft_io import model_fingerprint, save_adapter
+from skillgraft.hypernet.peft_io import lora_delta, lora_modules, model_fingerprint, save_adapter
 from skillgraft.skillworld.policy.data import conversations
-from skillgraft.skillworld.policy.fit import Schedule, fit, pad_id
-from skillgraft.skillworld.policy.lora_policy import encode, lora_delta, lora_modules
+from skillgraft.hypernet.fit import Schedule, fit, pad_id
+from skillgraft.skillworld.policy.lora_policy import encode
 
 TARGETS = ("q_proj", "v_proj")
 

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import torch
 
-from skillgraft.hypernet.lora import LowRank
 from skillgraft.hypernet.objectives import render_chat
-from skillgraft.hypernet.peft_io import model_fingerprint, save_adapter
-from skillgraft.skillworld.policy.fit import Example, Schedule, fit, pad_id
+from skillgraft.hypernet.peft_io import lora_delta, model_fingerprint, save_adapter
+from skillgraft.hypernet.fit import Example, Schedule, fit, pad_id
 
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -75,21 +74,3 @@ def train_lora_policy(base_dir: Path, convs: list[list[dict]], out_dir: Path, co
                  dtype=torch.bfloat16)
     (Path(out_dir) / "training.json").write_text(json.dumps(report, indent=1))
     return report
-
-
-def lora_delta(peft_model) -> dict[str, LowRank]:
-    """ΔW = scaling · B @ A of every wrapped module, keyed by its path in the bare model."""
-    out = {}
-    for name, module in lora_modules(peft_model):
-        path = name.removeprefix("base_model.model.")
-        out[path] = LowRank(B=module.lora_B["default"].weight.detach().clone() * module.scaling["default"],
-                            A=module.lora_A["default"].weight.detach().clone())
-    if not out:
-        raise RuntimeError("the PEFT model has no LoRA modules")
-    return out
-
-
-def lora_modules(peft_model) -> list[tuple[str, torch.nn.Module]]:
-    """(name, module) of every module the PEFT model wraps with its default LoRA."""
-    return [(name, module) for name, module in peft_model.named_modules()
-            if hasattr(module, "lora_A") and "default" in module.lora_A]

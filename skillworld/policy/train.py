@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from skillgraft.skillworld.policy.data import conversations, corpus
-from skillgraft.skillworld.policy.fit import Schedule, fit
+from skillgraft.hypernet.fit import Schedule, fit
 from skillgraft.skillworld.policy.model import build_policy, parameter_count
 from skillgraft.skillworld.policy.tokenizer import encode_conversation, train_tokenizer
 

@@ -1,6 +1,6 @@
-"""The behaviour-cloning loop shared by the policy and its LoRA experts: next-token loss on the
-masked (assistant) tokens, AdamW, warm-up then cosine decay, gradient clipping, a progress bar.
-Deterministic from the seed: same batches in the same order.
+"""The behaviour-cloning loop shared by the SkillWorld policy, its LoRA experts and the tuning of
+compiled skills (hypernet.tune): next-token loss on the masked (assistant) tokens, AdamW, warm-up
+then cosine decay, gradient clipping, a progress bar. Deterministic from the seed: same batches in the same order.
 
 Optionally the other tokens (prompt, skills, observations) carry a smaller language-modelling
 loss too (`Schedule.context_weight`). The policy's hard part is copying (a test's name out of

@@ -1,0 +1,110 @@
+"""A compiled skill tuned on the run it was learned from.
+
+The hypernetwork compiles a recipe in one forward pass, and for recipes like the ones it was
+trained on the adapter carries the recipe. A recipe the learner induced for a new kind of bug is
+unlike those: its edit is a template whose values the task fills in, and compiled, it moves the
+policy towards the fixes it already knows instead. Tuning starts from the compiled adapter and
+takes a few gradient steps on the replies of the run the recipe was summarised from, with no
+skill text in the prompt, so that the adapter, not the prompt, has to carry what the run did.
+
+    compiler = TunedCompiler(Compiler.load(checkpoint, base_config), base_config, Tuning(steps=10))
+    [delta] = compiler.compile([text])            # the hypernetwork's adapter, as before
+    delta = compiler.tune(delta, [conversation])  # tuned on the run (messages, skills left out)
+
+The tuned adapter keeps the compiled one's modules and ranks (only their factors move), so it is
+stored, joined and folded into the global adapter like any compiled skill. Its checkpoint id
+names the tuning, so tuned and untuned adapters of one version are cached apart.
+"""
+from __future__ import annotations
+
+import tempfile
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from skillgraft.hypernet.fit import Schedule, fit, pad_id
+from skillgraft.hypernet.lexicon import load_reading_base
+from skillgraft.hypernet.lora import LoraDelta
+from skillgraft.hypernet.objectives import render_chat
+from skillgraft.hypernet.peft_io import lora_delta, save_adapter
+
+
+@dataclass(frozen=True)
+class Tuning:
+    steps: int = 10
+    lr: float = 5e-4
+    seed: int = 0
+    max_tokens: int = 2048  # a longer run keeps its start
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ValueError(f"tuning takes at least one step, not {self.steps}")
+        if not self.lr > 0:
+            raise ValueError(f"the tuning learning rate must be above 0, not {self.lr}")
+
+    @property
+    def tag(self) -> str:
+        return f"tuned-{self.steps}x{self.lr:g}-seed{self.seed}"
+
+
+def tune_delta(delta: LoraDelta, base_config: Any, conversations: Sequence[list[dict]], tuning: Tuning) -> LoraDelta:
+    """`delta` after `tuning.steps` steps of next-token loss on the conversations' assistant
+    replies (a reply marked `"train": False` is context only), on the base `base_config` names
+    (a model folder, or a config whose `_name_or_path` is one), batch size 1, AdamW, a short
+    warm-up. Only the delta's own factors train; the base stays as it was."""
+    from peft import PeftModel
+
+    base, tokenizer = load_reading_base(base_config)
+    examples = []
+    for conversation in conversations:
+        tokens = render_chat(tokenizer, conversation, tuning.max_tokens)
+        if any(tokens.target):
+            examples.append((tokens.ids, [int(t) for t in tokens.target]))
+    if not examples:
+        raise ValueError("no reply in the runs to tune on")
+    with tempfile.TemporaryDirectory(prefix="skillgraft-tune-") as tmp:
+        # Each module named in full: PEFT wraps exactly the delta's modules, none at rank zero.
+        save_adapter(delta, tmp, base_model_name=None, fingerprint=None, target_modules=sorted(delta))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            model = PeftModel.from_pretrained(base, tmp, is_trainable=True)
+    torch.manual_seed(tuning.seed)
+    schedule = Schedule(tuning.steps, 1, tuning.lr, min(3, tuning.steps), 0.0, tuning.seed)
+    fit(model, examples, pad_id(tokenizer), schedule, label="tuning skill", show_progress=False)
+    tuned = lora_delta(model)
+    if set(tuned) != set(delta):
+        raise RuntimeError(f"tuning changed the adapter's modules: {sorted(set(tuned) ^ set(delta))[:3]}")
+    return tuned
+
+
+class TunedCompiler:
+    """A compiler whose adapters, for skills learned from a run, are tuned on that run
+    (`tune`); texts with no run compile as the inner compiler compiles them."""
+
+    def __init__(self, inner: Any, base_config: Any, tuning: Tuning):
+        self.inner, self.base_config, self.tuning = inner, base_config, tuning
+        self.meta = inner.meta
+        self.checkpoint_id = f"{inner.checkpoint_id}+{tuning.tag}"
+
+    def compile(self, texts: Sequence[str]) -> list[LoraDelta]:
+        return self.inner.compile(texts)
+
+    def tune(self, delta: LoraDelta, conversations: Sequence[list[dict]]) -> LoraDelta:
+        return tune_delta(delta, self.base_config, conversations, self.tuning)
+
+    def beside_text(self) -> "TunedCompiler":
+        inner = self.inner.beside_text()
+        return self if inner is self.inner else TunedCompiler(inner, self.base_config, self.tuning)
+
+    def target_modules(self, delta: LoraDelta | None = None) -> list[str]:
+        return self.inner.target_modules(delta)
+
+    def files(self, delta: LoraDelta, metadata: Mapping[str, Any] | None = None) -> dict[str, bytes]:
+        return self.inner.files(delta, {**(metadata or {}), "tuning": self.tuning.tag})
+
+    def save(self, delta: LoraDelta, out_dir: str | Path, metadata: Mapping[str, Any] | None = None) -> Path:
+        return self.inner.save(delta, out_dir, {**(metadata or {}), "tuning": self.tuning.tag})
