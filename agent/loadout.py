@@ -59,15 +59,17 @@ class GivenSkill:
     text: str
     body: str
     version: SkillVersion | None = None  # where the skill is a version in the store
+    run: Path | None = None  # the trajectory a text outside the store was summarised from
 
     @classmethod
     def of_version(cls, version: SkillVersion) -> "GivenSkill":
         return cls(version.skill_name, version.text, version.body, version)
 
     @classmethod
-    def of_text(cls, name: str, text: str) -> "GivenSkill":
-        """A SKILL.md text that is not (yet) in the store, such as a candidate revision."""
-        return cls(name, text, parse(text, folder_name=name).body)
+    def of_text(cls, name: str, text: str, run: Path | None = None) -> "GivenSkill":
+        """A SKILL.md text that is not (yet) in the store, such as a candidate revision; `run`:
+        the trajectory it was summarised from (a compiler that tunes tunes on it)."""
+        return cls(name, text, parse(text, folder_name=name).body, run=run)
 
     @classmethod
     def of_body(cls, name: str, body: str) -> "GivenSkill":
@@ -202,7 +204,7 @@ def make_loadout(
         elif cache is None:
             raise LoadoutError(f"compiling {skill.name!r}, a text outside the store, needs a cache folder")
         else:
-            parts.append(compiled_text(compiler, skill.text, cache))
+            parts.append(compiled_text(compiler, skill.text, cache, skill.run))
     weights = join_weights(with_global, len(adapters), len(given) if compiling else 0, mode.in_context)
     adapter_dir, key = compose(parts, cache, weights)
     return Loadout(mode, given, tuple(parts), adapter_dir, key, head, tuple(weights))

@@ -44,13 +44,17 @@ def compiled_adapter(store: AdapterStore, compiler: SkillCompiler, version: Skil
     )
 
 
-def compiled_text(compiler: SkillCompiler, text: str, cache: Path) -> AdapterPart:
-    """A text outside the store, compiled once per checkpoint into `cache`."""
-    digest = hashlib.sha256(text.encode()).hexdigest()[:20]
+def compiled_text(compiler: SkillCompiler, text: str, cache: Path, run: Path | None = None) -> AdapterPart:
+    """A text outside the store, compiled once per checkpoint into `cache` (and, by a compiler
+    that tunes, tuned on the run it was summarised from, when given)."""
+    tuned_on = Path(run).resolve() if run is not None and isinstance(compiler, RunTuner) else None
+    digest = hashlib.sha256((text + (f"\0{tuned_on}" if tuned_on else "")).encode()).hexdigest()[:20]
     key = f"text:{compiler.checkpoint_id}:{digest}"
     out = Path(cache) / "compiled" / hashlib.sha256(key.encode()).hexdigest()[:20]
     if not (out / WEIGHTS_FILE).is_file():
         [delta] = compiler.compile([text])
+        if tuned_on is not None and isinstance(compiler, RunTuner):
+            delta = compiler.tune(delta, [conversation_without_skills(tuned_on)])
         _publish(out, lambda tmp: compiler.save(delta, tmp))
     return AdapterPart(key, out)
 

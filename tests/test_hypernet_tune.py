@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from skillgraft.agent import prompts
-from skillgraft.agent.skill_adapters import compiled_adapter
+from skillgraft.agent.skill_adapters import compiled_adapter, compiled_text
 from skillgraft.agent.trajectory import TrajectoryWriter, conversation_without_skills
 from skillgraft.hypernet.peft_io import load_adapter
 from skillgraft.hypernet.tune import TunedCompiler, Tuning, tune_delta
@@ -99,6 +99,14 @@ def test_a_tuned_compiler_tunes_a_learned_version_on_its_run_and_compiles_a_writ
         moved, _ = load_adapter(store.adapter_path(tuned_adapter.id))
         assert sorted(moved) == sorted(plain)
         assert any(not torch.allclose(moved[m].B, plain[m].B) for m in plain)
+
+        # the learner's gate weighs a summary before it is a version: compiled from its text and
+        # tuned on its run, it is the adapter the version gets
+        candidate = compiled_text(tuned, LEARNED, tmp_path / "cache", run)
+        assert compiled_text(tuned, LEARNED, tmp_path / "cache").key != candidate.key
+        weighed, _ = load_adapter(candidate.path)
+        for m in moved:
+            torch.testing.assert_close(weighed[m].B, moved[m].B)
 
         written = compiled_adapter(store, tuned, by_hand)  # no run to tune on
         assert "tuned_on_trajectory" not in written.provenance

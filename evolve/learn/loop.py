@@ -320,7 +320,8 @@ class Learner:
         except SummaryError as exc:
             outcome.note = f"not summarised: {exc}"
             return None
-        if self._gates_text and (previous is None or text != previous.text) and not self._gate_text(task, name, text, previous):
+        run = self.store.trajectory_path(trajectory_id)
+        if self._gates_text and (previous is None or text != previous.text) and not self._gate_text(task, name, text, previous, run):
             outcome.note = f"summary of {name} refused by the validation gate"
             return None
         version = self.store.add_version(name, text, origin="summarised", parent_id=previous.id if previous else None,
@@ -363,18 +364,19 @@ class Learner:
                             use_global=self.parametric and self.config.use_global, global_name=self.config.ema.name,
                             cache=self.workdir)
 
-    def _gate_text(self, task: Task, name: str, text: str, previous: SkillVersion | None) -> bool:
+    def _gate_text(self, task: Task, name: str, text: str, previous: SkillVersion | None, run: Path) -> bool:
         """A summary must not score below the skill's current text (or no skill, for a new one) on
         the validation tasks of the task's family, each given as runs get it: in context, or
-        compiled beside the global adapter. The current text's score is kept until the skill
-        gets a new version or the global adapter moves."""
+        compiled beside the global adapter (tuned on `run`, the run it was summarised from, where
+        the compiler tunes). The current text's score is kept until the skill gets a new version
+        or the global adapter moves."""
         held_out = self._validation_for(task.family)
         scorer = self._scorer()
         current = self._skill_loadout([previous] if previous else [])
         key = (name, previous.id if previous else None, tuple(t.id for t in held_out), current.key)
         if key not in self._current_scores:
             self._current_scores[key] = mean(scorer.scores(held_out, current))
-        candidate = self._skill_loadout([GivenSkill.of_text(name, text)])
+        candidate = self._skill_loadout([GivenSkill.of_text(name, text, run)])
         return mean(scorer.scores(held_out, candidate)) >= self._current_scores[key]
 
     # ---------------------------------------------------------------- refinement of weak skills
