@@ -50,6 +50,7 @@ def run(
         help="context: skill text in the prompt; parametric: skills compiled into a LoRA adapter (hf: models), text not in the prompt; both: the text in the prompt and the compiled skills at half the weight parametric mode gives them.",
     ),
     hypernet_ckpt: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint for --skill-mode parametric|both (default: the model's own)."),
+    tune_steps: int = typer.Option(0, "--tune-steps", min=0, help="parametric|both: each learned skill's adapter tuned on the run it was summarised from, as `skillgraft learn --tune-steps N` made it (tuned now where the store lacks it). 0: as the hypernetwork compiles it."),
     adapter: Optional[Path] = typer.Option(None, "--adapter", help="PEFT LoRA adapter folder to activate (hf: models only), joined with any compiled skills."),
     image: Optional[str] = typer.Option(None, "--image", help="Sandbox image tag (Docker only)."),
     unstick: bool = UnstickOption,
@@ -68,7 +69,7 @@ def run(
 
     settings = settings_from(home, store)
     options = RunOptions(task_file, model or DEFAULT_MODEL, sandbox, output, skill, skills_sel, skill_mode,
-                         hypernet_ckpt, adapter, image, progress=not json_out, unstick=unstick)
+                         hypernet_ckpt, adapter, image, progress=not json_out, unstick=unstick, tune_steps=tune_steps)
     with job_exits():
         prepared = prepare_run(settings, options)
         view = _LiveSteps(prepared.task.id, prepared.model.name, sandbox.value)

@@ -42,6 +42,7 @@ class RunOptions:
     image: str | None = None
     progress: bool = True  # show progress while the default model is assembled
     unstick: bool = True  # go back and redraw when a command is proposed again on the same files (agent.unstick)
+    tune_steps: int = 0  # compiled modes: a learned skill's adapter tuned on its run, as `learn --tune-steps` makes it
 
 
 @dataclass
@@ -69,7 +70,7 @@ def prepare_run(settings: Settings, options: RunOptions) -> PreparedRun:
     store = existing_store(settings)
     try:
         loadout = prepare(store, task, model, options.model, options.skills, options.skill_mode, settings,
-                          options.hypernet, files=files, adapter=options.adapter)
+                          options.hypernet, files=files, adapter=options.adapter, tune_steps=options.tune_steps)
     except SkillSelectionError as exc:
         raise JobError(str(exc), BAD_INPUT) from exc
     trajectory = options.output or settings.trajectories / f"{datetime.now():%Y%m%d-%H%M%S}-{task.id}.json"

@@ -37,9 +37,10 @@ def choose(store: Store | None, task: Task, selection: Sequence[str]) -> list[Sk
 
 def prepare(store: Store | None, task: Task, model: Model, model_spec: str, selection: Sequence[str], mode: str,
             settings: Settings, hypernet: Path | None = None, *, files: Sequence[GivenSkill] = (),
-            adapter: Path | None = None) -> Loadout:
+            adapter: Path | None = None, tune_steps: int = 0) -> Loadout:
     """The loadout of one run: the chosen store skills, then the skill files, in the given mode;
-    compiled modes also join the store's global adapter, and `adapter` is joined as it is."""
+    compiled modes also join the store's global adapter, and `adapter` is joined as it is;
+    `tune_steps`: a learned skill's adapter as a learner tuning that many steps made it."""
     try:
         mode = SkillMode(mode)
     except ValueError:
@@ -47,7 +48,7 @@ def prepare(store: Store | None, task: Task, model: Model, model_spec: str, sele
     skills: list[GivenSkill | SkillVersion] = [*choose(store, task, selection), *files]
     compiler = None
     if mode.compiled and skills and isinstance(model, AdapterModel):
-        compiler = _compiler(settings, model, model_spec, hypernet)
+        compiler = _compiler(settings, model, model_spec, hypernet, tune_steps)
     try:
         return make_loadout(store, model, skills, mode, compiler=compiler, use_global=mode.compiled and bool(skills),
                             adapters=[adapter] if adapter is not None else [], cache=settings.cache)
@@ -55,8 +56,9 @@ def prepare(store: Store | None, task: Task, model: Model, model_spec: str, sele
         raise SkillSelectionError(str(exc)) from exc
 
 
-def _compiler(settings: Settings, model: AdapterModel, model_spec: str, hypernet: Path | None):
+def _compiler(settings: Settings, model: AdapterModel, model_spec: str, hypernet: Path | None, tune_steps: int = 0):
     from skillgraft.evolve.learn.roles import make_compiler
+    from skillgraft.hypernet.tune import Tuning
     from skillgraft.model_defaults import hypernet_for
 
     try:
@@ -68,4 +70,4 @@ def _compiler(settings: Settings, model: AdapterModel, model_spec: str, hypernet
             f"parametric skills need a hypernetwork trained for this base model; none at {settings.models / 'hypernet'}. "
             "Train one with `skillgraft hypernet train --stage 1 --base …` or pass --hypernet."
         )
-    return make_compiler(checkpoint, model)
+    return make_compiler(checkpoint, model, Tuning(tune_steps) if tune_steps else None)
