@@ -62,7 +62,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--tune-steps", type=int, default=0,
                    help="parametric: tune each learned skill's compiled adapter this many steps on the run it was "
                         "summarised from (hypernet.tune; 0: the hypernetwork's adapter as it is)")
-    p.add_argument("--tune-lr", type=float, default=5e-4, help="the tuning's learning rate")
+    p.add_argument("--tune-from", choices=["compiled", "fresh"], default="compiled",
+                   help="tune the hypernetwork's adapter, or a fresh LoRA on its modules (the text then goes into no weight)")
+    p.add_argument("--tune-lr", type=float, default=None, help="the tuning's learning rate (default: 5e-4 compiled, 5e-3 fresh)")
     p.add_argument("--models", type=Path, default=None, help="models folder (default HOME/models); trained on first use")
     p.add_argument("--policy", type=Path, default=None, help="a trained policy folder instead of the default model")
     p.add_argument("--hypernet", type=Path, default=None, help="a hypernetwork checkpoint instead of the default one")
@@ -205,7 +207,7 @@ def main() -> None:
         hypernet = args.hypernet or ensure_hypernet(models, show_progress=False)
     print(f"policy {policy}, hypernet {hypernet} ready in {time.monotonic() - t0:.0f}s", flush=True)
     model = make_model(f"hf:{policy}", temperature=args.temperature)
-    compiler = make_compiler(hypernet, model, Tuning(args.tune_steps, args.tune_lr) if args.tune_steps else None)
+    compiler = make_compiler(hypernet, model, Tuning(args.tune_steps, args.tune_lr, args.tune_from) if args.tune_steps else None)
     factory = partial(make_model, f"hf:{policy}", temperature=args.temperature)
     args.episodes = ray_runner(args.ray, factory, args.workers) or (
         LocalEpisodes(factory, args.workers) if args.workers > 1 else None)
@@ -221,7 +223,7 @@ def main() -> None:
           f"skill mode {args.skill_mode}, alpha {args.alpha}, rank {args.rank}, "
           + (f"temperature {args.temperature}" if args.temperature else "greedy")
           + (f"; gate on {len(validation)} validation tasks" if args.gate else "")
-          + (f"; learned skills' adapters tuned {args.tune_steps} steps at {args.tune_lr:g} on their runs" if args.tune_steps else "")
+          + (f"; learned skills' adapters tuned on their runs ({compiler.tuning.tag})" if args.tune_steps and compiler else "")
           + (f"; learning on practises a failed task up to {args.practice} times at temperature {args.practice_temperature}"
              if args.practice else ""), flush=True)
 

@@ -46,7 +46,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--hypernet", type=Path, default=None, help="hypernetwork checkpoint for parametric (default: the bundled one)")
     p.add_argument("--tune-steps", type=int, default=0,
                    help="parametric: the stored version's adapter tuned this many steps on its run (0: as compiled)")
-    p.add_argument("--tune-lr", type=float, default=5e-4, help="the tuning's learning rate")
+    p.add_argument("--tune-from", choices=["compiled", "fresh"], default="compiled",
+                   help="tune the hypernetwork's adapter, or a fresh LoRA on its modules")
+    p.add_argument("--tune-lr", type=float, default=None, help="the tuning's learning rate (default: 5e-4 compiled, 5e-3 fresh)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--keep", type=Path, default=None, metavar="DIR",
                    help="write each run's trajectory to DIR/FORM/TASK.json, to read what a form's runs did")
@@ -129,7 +131,7 @@ def main() -> None:
         sys.exit("--tune-steps tunes compiled adapters: give --skill-mode parametric")
     if args.skill_mode == "parametric":
         compiler = make_compiler(args.hypernet or ensure_hypernet(models, show_progress=False), model,
-                                 Tuning(args.tune_steps, args.tune_lr) if args.tune_steps else None)
+                                 Tuning(args.tune_steps, args.tune_lr, args.tune_from) if args.tune_steps else None)
     cache = args.out / "compiled"  # texts outside the store compile once per checkpoint, here
     first = HELDOUT_START + 60_000 + 1_000 * args.seed  # a block no session, validation or forgetting task comes from
     unstick = Unstick() if args.unstick else None
@@ -162,7 +164,7 @@ def main() -> None:
         runner.close()
         store.close()
     how = "in context" if args.skill_mode == "context" else "compiled" + (
-        f", the stored versions tuned {args.tune_steps} steps on their runs" if args.tune_steps else "")
+        f", the stored versions tuned on their runs ({args.tune_from}, {args.tune_steps} steps)" if args.tune_steps else "")
     print(f"\nsolved, {args.per_family} held-out tasks per family, greedy, texts {how}"
           + (", going back when stuck" if unstick else ""))
     print(f"{'family':<14}" + "".join(f"{form:>26}" for form in args.forms))

@@ -33,30 +33,50 @@ from skillgraft.hypernet.objectives import render_chat
 from skillgraft.hypernet.peft_io import lora_delta, save_adapter
 
 
+STARTS = ("compiled", "fresh")
+LEARNING_RATES = {"compiled": 5e-4, "fresh": 5e-3}  # a compiled adapter's large factors diverge at 5e-3
+
+
 @dataclass(frozen=True)
 class Tuning:
     steps: int = 10
-    lr: float = 5e-4
+    lr: float | None = None  # None: LEARNING_RATES[start]
+    start: str = "compiled"  # from the hypernetwork's adapter, or from a fresh LoRA on its modules
     seed: int = 0
     max_tokens: int = 2048  # a longer run keeps its start
 
     def __post_init__(self) -> None:
         if self.steps < 1:
             raise ValueError(f"tuning takes at least one step, not {self.steps}")
-        if not self.lr > 0:
+        if self.lr is not None and not self.lr > 0:
             raise ValueError(f"the tuning learning rate must be above 0, not {self.lr}")
+        if self.start not in STARTS:
+            raise ValueError(f"tuning starts from one of {', '.join(STARTS)}, not {self.start!r}")
+
+    @property
+    def rate(self) -> float:
+        return self.lr if self.lr is not None else LEARNING_RATES[self.start]
 
     @property
     def tag(self) -> str:
-        return f"tuned-{self.steps}x{self.lr:g}-seed{self.seed}"
+        return f"tuned-{self.start}-{self.steps}x{self.rate:g}-seed{self.seed}"
 
 
-def tune_delta(delta: LoraDelta, base_config: Any, conversations: Sequence[list[dict]], tuning: Tuning) -> LoraDelta:
-    """`delta` after `tuning.steps` steps of next-token loss on the conversations' assistant
-    replies (a reply marked `"train": False` is context only), on the base `base_config` names
-    (a model folder, or a config whose `_name_or_path` is one), batch size 1, AdamW, a short
-    warm-up. Only the delta's own factors train; the base stays as it was."""
-    from peft import PeftModel
+@dataclass(frozen=True)
+class FreshLora:
+    """A LoRA no text went into: PEFT's initialisation (B = 0) on these module kinds at this rank."""
+
+    target_modules: tuple[str, ...]
+    rank: int
+
+
+def tune_delta(start: LoraDelta | FreshLora, base_config: Any, conversations: Sequence[list[dict]],
+               tuning: Tuning) -> LoraDelta:
+    """The adapter `start` after `tuning.steps` steps of next-token loss on the conversations'
+    assistant replies (a reply marked `"train": False` is context only), on the base
+    `base_config` names (a model folder, or a config whose `_name_or_path` is one), batch size 1,
+    AdamW, a short warm-up. Only the adapter's factors train; the base stays as it was."""
+    from peft import LoraConfig, PeftModel, get_peft_model
 
     base, tokenizer = load_reading_base(base_config)
     examples = []
@@ -66,18 +86,22 @@ def tune_delta(delta: LoraDelta, base_config: Any, conversations: Sequence[list[
             examples.append((tokens.ids, [int(t) for t in tokens.target]))
     if not examples:
         raise ValueError("no reply in the runs to tune on")
-    with tempfile.TemporaryDirectory(prefix="skillgraft-tune-") as tmp:
-        # Each module named in full: PEFT wraps exactly the delta's modules, none at rank zero.
-        save_adapter(delta, tmp, base_model_name=None, fingerprint=None, target_modules=sorted(delta))
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-            model = PeftModel.from_pretrained(base, tmp, is_trainable=True)
     torch.manual_seed(tuning.seed)
-    schedule = Schedule(tuning.steps, 1, tuning.lr, min(3, tuning.steps), 0.0, tuning.seed)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        if isinstance(start, FreshLora):
+            model = get_peft_model(base, LoraConfig(r=start.rank, lora_alpha=start.rank, lora_dropout=0.0,
+                                                    target_modules=list(start.target_modules)))
+        else:
+            with tempfile.TemporaryDirectory(prefix="skillgraft-tune-") as tmp:
+                # Each module named in full: PEFT wraps exactly the delta's modules, none at rank zero.
+                save_adapter(start, tmp, base_model_name=None, fingerprint=None, target_modules=sorted(start))
+                model = PeftModel.from_pretrained(base, tmp, is_trainable=True)
+    schedule = Schedule(tuning.steps, 1, tuning.rate, min(3, tuning.steps), 0.0, tuning.seed)
     fit(model, examples, pad_id(tokenizer), schedule, label="tuning skill", show_progress=False)
     tuned = lora_delta(model)
-    if set(tuned) != set(delta):
-        raise RuntimeError(f"tuning changed the adapter's modules: {sorted(set(tuned) ^ set(delta))[:3]}")
+    if not isinstance(start, FreshLora) and set(tuned) != set(start):
+        raise RuntimeError(f"tuning changed the adapter's modules: {sorted(set(tuned) ^ set(start))[:3]}")
     return tuned
 
 
@@ -94,7 +118,11 @@ class TunedCompiler:
         return self.inner.compile(texts)
 
     def tune(self, delta: LoraDelta, conversations: Sequence[list[dict]]) -> LoraDelta:
-        return tune_delta(delta, self.base_config, conversations, self.tuning)
+        """The compiled `delta` tuned on the conversations, or with `Tuning.start` "fresh", a new
+        LoRA on the hypernetwork's module kinds at its rank trained on them instead."""
+        config = self.meta.config
+        start = FreshLora(tuple(config.target_modules), config.rank) if self.tuning.start == "fresh" else delta
+        return tune_delta(start, self.base_config, conversations, self.tuning)
 
     def beside_text(self) -> "TunedCompiler":
         inner = self.inner.beside_text()

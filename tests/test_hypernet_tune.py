@@ -81,7 +81,7 @@ def test_a_runs_conversation_for_tuning_leaves_out_its_skills_and_does_not_train
 def test_a_tuned_compiler_tunes_a_learned_version_on_its_run_and_compiles_a_written_one_as_it_is(parts, tmp_path):
     base, compiler = parts
     tuned = TunedCompiler(compiler, base, Tuning(steps=4, lr=1e-2))
-    assert tuned.checkpoint_id == f"{compiler.checkpoint_id}+tuned-4x0.01-seed0"
+    assert tuned.checkpoint_id == f"{compiler.checkpoint_id}+tuned-compiled-4x0.01-seed0"
     run = tmp_path / "run.json"
     TrajectoryWriter(run, {"task": {"id": "t1"}}).write(run_messages(LEARNED))
     with Store.at(tmp_path / "store", embedder=lambda: None) as store:
@@ -117,7 +117,23 @@ def test_a_tuned_compiler_tunes_a_learned_version_on_its_run_and_compiles_a_writ
             torch.testing.assert_close(same[m].B, reference[m].B)
 
 
-@pytest.mark.parametrize("steps, lr, message", [(0, 1e-3, "at least one step"), (4, 0.0, "above 0")])
-def test_a_tuning_that_cannot_train_is_refused(steps, lr, message):
+def test_a_fresh_start_trains_a_new_lora_on_the_hypernetworks_modules_and_leaves_the_text_out(parts):
+    base, compiler = parts
+    tuned = TunedCompiler(compiler, base, Tuning(steps=20, start="fresh"))
+    assert tuned.tuning.rate == 5e-3 and tuned.checkpoint_id.endswith("+tuned-fresh-20x0.005-seed0")
+    conversation = run_messages()
+    one, other = (tuned.tune(delta, [conversation]) for delta in compiler.compile([LEARNED, BY_HAND]))
+    config = compiler.meta.config
+    assert {name.rsplit(".", 1)[-1] for name in one} == set(config.target_modules)
+    assert all(lr.rank == config.rank for lr in one.values())
+    for m in one:  # the text went into nothing: two skills tuned on one run are one adapter
+        torch.testing.assert_close(one[m].B, other[m].B)
+    zero = {m: type(lr)(B=torch.zeros_like(lr.B), A=lr.A) for m, lr in one.items()}
+    assert reply_loss(base, one, conversation) < reply_loss(base, zero, conversation) - 0.04
+
+
+@pytest.mark.parametrize("fields, message", [({"steps": 0}, "at least one step"), ({"lr": 0.0}, "above 0"),
+                                             ({"start": "scratch"}, "one of compiled, fresh")])
+def test_a_tuning_that_cannot_train_is_refused(fields, message):
     with pytest.raises(ValueError, match=message):
-        Tuning(steps=steps, lr=lr)
+        Tuning(**fields)

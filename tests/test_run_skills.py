@@ -74,6 +74,7 @@ def test_unknown_skill_and_hosted_model_are_refused(store, setting):
 
 def test_parametric_mode_compiles_once_and_the_adapter_changes_the_model(store, setting, tmp_path):
     from skillgraft.agent.models.hf_model import HFModel
+    from skillgraft.hypernet.tune import Tuning
 
     model_dir = build_model(tmp_path / "tiny", chat_template=None)
     ckpt = _checkpoint(model_dir, tmp_path / "hn")
@@ -83,9 +84,9 @@ def test_parametric_mode_compiles_once_and_the_adapter_changes_the_model(store, 
     assert first.context == [] and again.context == [("fix-comparison", BODY)]
     assert first.adapter_ids == again.adapter_ids  # compiled once, found in the store the second time
     tuned = prepare(store, TASK, model, f"hf:{model_dir}", ["fix-comparison"], "parametric", setting, hypernet=ckpt,
-                    tune_steps=3)
+                    tuning=Tuning(3))
     [tuned_id] = tuned.adapter_ids  # written by hand, from no run: compiled as it is, but kept apart
-    assert tuned_id not in first.adapter_ids and store.adapter(tuned_id).hypernet_ckpt.endswith("+tuned-3x0.0005-seed0")
+    assert tuned_id not in first.adapter_ids and store.adapter(tuned_id).hypernet_ckpt.endswith("+tuned-compiled-3x0.0005-seed0")
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Optional
+from enum import Enum
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
@@ -11,6 +12,9 @@ from rich.console import Console
 from skillgraft.jobs.errors import JobError
 from skillgraft.sandbox.base import SandboxKind
 from skillgraft.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from skillgraft.hypernet.tune import Tuning
 
 console = Console()
 err_console = Console(stderr=True)
@@ -22,11 +26,28 @@ JsonOption = typer.Option(False, "--json", help="Print JSON for scripts instead 
 RayOption = typer.Option(None, "--ray", metavar="auto|local|ADDRESS", help="Run the episodes on a Ray cluster: auto (the one this machine joined with `ray start`, or $RAY_ADDRESS), local (one started for this command), or the head's host:port. Each worker loads the model once; a cluster of several nodes needs a PostgreSQL --store.")
 RetriesOption = typer.Option(2, "--retries", min=0, help="With --ray: how many more times an episode runs when its worker dies mid-episode.")
 UnstickOption = typer.Option(True, "--unstick/--no-unstick", help="When the model proposes a command it already ran on the very same files (the edit it has just made, the tests after it), go back to before the last command that changed the files, put them back as they were, and draw the reply there anew, sampled, up to 3 times; the first draw proposing something not yet tried there is taken. The redraws are extra model calls, not extra steps. On by default; --no-unstick takes every reply as it comes.")
+
+
+class TuneStart(str, Enum):
+    compiled = "compiled"
+    fresh = "fresh"
+
+
+TuneFromOption = typer.Option(TuneStart.compiled, "--tune-from", help="With --tune-steps: tune the hypernetwork's adapter of the skill (compiled, at learning rate 5e-4), or train a fresh LoRA on the hypernetwork's modules instead (fresh, at 5e-3: the skill's text then goes into no weight, only into retrieval).")
 SandboxOption = typer.Option(SandboxKind.docker, "--sandbox", help="Where the agent's commands run: a Docker container or a bubblewrap jail.")
 
 
 def settings_from(home: Optional[str], store: Optional[str]) -> Settings:
     return load_settings(home, store)
+
+
+def tuning_of(steps: int, start: TuneStart) -> "Tuning | None":
+    """The tuning --tune-steps and --tune-from ask for; None for none."""
+    if not steps:
+        return None
+    from skillgraft.hypernet.tune import Tuning
+
+    return Tuning(steps, start=start.value)
 
 
 def fail(message: str, code: int = 1) -> "typer.Exit":

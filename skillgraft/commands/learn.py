@@ -11,8 +11,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from skillgraft.commands.common import (HomeOption, JsonOption, RayOption, RetriesOption, SandboxOption, StoreOption, UnstickOption,
-                                       console, job_exits, settings_from)
+from skillgraft.commands.common import (HomeOption, JsonOption, RayOption, RetriesOption, SandboxOption, StoreOption,
+                                       TuneFromOption, TuneStart, UnstickOption, console, job_exits, settings_from,
+                                       tuning_of)
 from skillgraft.sandbox.base import SandboxKind
 from skillgraft.settings import DEFAULT_MODEL
 
@@ -65,6 +66,7 @@ def learn(
     hypernet: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint that compiles skills into adapters (default: the bundled policy's, if made)."),
     skill_mode: SkillMode = typer.Option(SkillMode.auto, "--skill-mode", help="How skills reach the model; auto: parametric when a hypernetwork and an adapter model are there, else context."),
     tune_steps: int = typer.Option(0, "--tune-steps", min=0, help="Compiled skills: tune each learned skill's adapter N gradient steps on the run it was summarised from, with its text out of the prompt, so that the adapter carries what the run did (about 20 s a skill on 2 cores at N=10). 0: the hypernetwork's adapter as it is."),
+    tune_from: TuneStart = TuneFromOption,
     summariser: str = typer.Option("offline", "--summariser", help=f"Who writes skills from successes: {HELP_ROLE}"),
     generator: str = typer.Option("offline", "--generator", help=f"Who revises weak skills: {HELP_ROLE}"),
     refine_below: Optional[float] = typer.Option(None, "--refine-below", min=0.0, max=1.0, help="Refine a skill whose success rate in a session is below this (needs validation tasks)."),
@@ -107,7 +109,7 @@ def learn(
         plan, held_out = plan_sessions(options)
         join_cluster(settings, ClusterOptions(options.ray))  # before the model is built here
         roles = agent_roles(settings, options.model, options.hypernet, options.skill_mode, options.summariser, options.generator,
-                            options.temperature, tune_steps)
+                            options.temperature, tuning_of(tune_steps, tune_from))
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, disable=json_out, transient=True) as progress:
             bar = progress.add_task("learning", total=sum(len(s) for s in plan) * len(run_labels(options)))

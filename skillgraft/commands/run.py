@@ -14,7 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from skillgraft.agent.skill_mode import SkillMode
-from skillgraft.commands.common import HomeOption, JsonOption, SandboxOption, StoreOption, UnstickOption, console, job_exits, settings_from
+from skillgraft.commands.common import (HomeOption, JsonOption, SandboxOption, StoreOption, TuneFromOption, TuneStart,
+                                       UnstickOption, console, job_exits, settings_from, tuning_of)
 from skillgraft.sandbox.base import SandboxKind
 from skillgraft.settings import DEFAULT_MODEL
 
@@ -51,6 +52,7 @@ def run(
     ),
     hypernet_ckpt: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint for --skill-mode parametric|both (default: the model's own)."),
     tune_steps: int = typer.Option(0, "--tune-steps", min=0, help="parametric|both: each learned skill's adapter tuned on the run it was summarised from, as `skillgraft learn --tune-steps N` made it (tuned now where the store lacks it). 0: as the hypernetwork compiles it."),
+    tune_from: TuneStart = TuneFromOption,
     adapter: Optional[Path] = typer.Option(None, "--adapter", help="PEFT LoRA adapter folder to activate (hf: models only), joined with any compiled skills."),
     image: Optional[str] = typer.Option(None, "--image", help="Sandbox image tag (Docker only)."),
     unstick: bool = UnstickOption,
@@ -69,7 +71,7 @@ def run(
 
     settings = settings_from(home, store)
     options = RunOptions(task_file, model or DEFAULT_MODEL, sandbox, output, skill, skills_sel, skill_mode,
-                         hypernet_ckpt, adapter, image, progress=not json_out, unstick=unstick, tune_steps=tune_steps)
+                         hypernet_ckpt, adapter, image, progress=not json_out, unstick=unstick, tuning=tuning_of(tune_steps, tune_from))
     with job_exits():
         prepared = prepare_run(settings, options)
         view = _LiveSteps(prepared.task.id, prepared.model.name, sandbox.value)

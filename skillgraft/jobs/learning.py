@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from skillgraft.evolve.learn.refine import RefineResult
     from skillgraft.evolve.learn.summarise import Summariser
     from skillgraft.agent.seams import SkillCompiler
+    from skillgraft.hypernet.tune import Tuning
 
 AUTO = "auto"  # a skill mode: parametric when a hypernetwork and an adapter model are there, else context
 
@@ -42,23 +43,22 @@ class AgentRoles:
 
 
 def agent_roles(settings: Settings, model: str, hypernet: Path | None, skill_mode: str, summariser: str,
-                generator: str, temperature: float | None = None, tune_steps: int = 0) -> AgentRoles:
-    """`tune_steps` > 0: each learned skill's compiled adapter is tuned that many steps on the run
-    it was summarised from (hypernet.tune)."""
+                generator: str, temperature: float | None = None, tuning: Tuning | None = None) -> AgentRoles:
+    """`tuning`: each learned skill's compiled adapter is tuned on the run it was summarised from
+    (hypernet.tune)."""
     from skillgraft.evolve.learn.roles import make_compiler, make_generator, make_summariser
-    from skillgraft.hypernet.tune import Tuning
     from skillgraft.model_defaults import hypernet_for, load_model
 
     try:
         agent_model = load_model(settings, model, temperature=temperature)
         adapter_ok = isinstance(agent_model, AdapterModel)
         ckpt = hypernet_for(settings, model, hypernet) if adapter_ok and skill_mode != SkillMode.context.value else None
-        compiler = make_compiler(ckpt, agent_model, Tuning(tune_steps) if tune_steps else None)
+        compiler = make_compiler(ckpt, agent_model, tuning)
         mode = (SkillMode.parametric if compiler is not None else SkillMode.context) if skill_mode == AUTO else SkillMode(skill_mode)
         if mode.compiled and compiler is None:
             why = "the model takes no adapters" if not adapter_ok else "no hypernetwork (give --hypernet)"
             raise ValueError(f"skill mode {mode.value!r} needs compiled adapters, but {why}; use --skill-mode context")
-        if tune_steps and not mode.compiled:
+        if tuning is not None and not mode.compiled:
             raise ValueError("--tune-steps tunes compiled skills: it needs skill mode parametric or both, and a model "
                              "that takes adapters")
         return AgentRoles(agent_model, compiler, mode, make_summariser(summariser), make_generator(generator))

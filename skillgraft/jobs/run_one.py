@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from skillgraft.agent.loadout import GivenSkill, Loadout, SkillMode
 from skillgraft.agent.loop import Step
@@ -26,6 +27,9 @@ from skillgraft.model_defaults import load_model
 from skillgraft.sandbox.base import SandboxError, SandboxKind, SandboxUnavailable
 from skillgraft.settings import DEFAULT_MODEL, Settings
 from skillgraft.skills.store import Store
+
+if TYPE_CHECKING:
+    from skillgraft.hypernet.tune import Tuning
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ class RunOptions:
     image: str | None = None
     progress: bool = True  # show progress while the default model is assembled
     unstick: bool = True  # go back and redraw when a command is proposed again on the same files (agent.unstick)
-    tune_steps: int = 0  # compiled modes: a learned skill's adapter tuned on its run, as `learn --tune-steps` makes it
+    tuning: Tuning | None = None  # compiled modes: a learned skill's adapter tuned on its run, as `learn --tune-steps` makes it
 
 
 @dataclass
@@ -70,7 +74,7 @@ def prepare_run(settings: Settings, options: RunOptions) -> PreparedRun:
     store = existing_store(settings)
     try:
         loadout = prepare(store, task, model, options.model, options.skills, options.skill_mode, settings,
-                          options.hypernet, files=files, adapter=options.adapter, tune_steps=options.tune_steps)
+                          options.hypernet, files=files, adapter=options.adapter, tuning=options.tuning)
     except SkillSelectionError as exc:
         raise JobError(str(exc), BAD_INPUT) from exc
     trajectory = options.output or settings.trajectories / f"{datetime.now():%Y%m%d-%H%M%S}-{task.id}.json"

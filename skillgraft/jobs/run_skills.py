@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from skillgraft.agent.loadout import GivenSkill, Loadout, LoadoutError, SkillMode, make_loadout
 from skillgraft.agent.models.base import AdapterModel, Model, ModelError
@@ -12,6 +13,9 @@ from skillgraft.agent.task import Task
 from skillgraft.settings import Settings
 from skillgraft.skills.schema import SkillVersion
 from skillgraft.skills.store import Store
+
+if TYPE_CHECKING:
+    from skillgraft.hypernet.tune import Tuning
 
 
 class SkillSelectionError(ValueError):
@@ -37,10 +41,10 @@ def choose(store: Store | None, task: Task, selection: Sequence[str]) -> list[Sk
 
 def prepare(store: Store | None, task: Task, model: Model, model_spec: str, selection: Sequence[str], mode: str,
             settings: Settings, hypernet: Path | None = None, *, files: Sequence[GivenSkill] = (),
-            adapter: Path | None = None, tune_steps: int = 0) -> Loadout:
+            adapter: Path | None = None, tuning: Tuning | None = None) -> Loadout:
     """The loadout of one run: the chosen store skills, then the skill files, in the given mode;
     compiled modes also join the store's global adapter, and `adapter` is joined as it is;
-    `tune_steps`: a learned skill's adapter as a learner tuning that many steps made it."""
+    `tuning`: a learned skill's adapter as a learner tuning so made it."""
     try:
         mode = SkillMode(mode)
     except ValueError:
@@ -48,7 +52,7 @@ def prepare(store: Store | None, task: Task, model: Model, model_spec: str, sele
     skills: list[GivenSkill | SkillVersion] = [*choose(store, task, selection), *files]
     compiler = None
     if mode.compiled and skills and isinstance(model, AdapterModel):
-        compiler = _compiler(settings, model, model_spec, hypernet, tune_steps)
+        compiler = _compiler(settings, model, model_spec, hypernet, tuning)
     try:
         return make_loadout(store, model, skills, mode, compiler=compiler, use_global=mode.compiled and bool(skills),
                             adapters=[adapter] if adapter is not None else [], cache=settings.cache)
@@ -56,9 +60,9 @@ def prepare(store: Store | None, task: Task, model: Model, model_spec: str, sele
         raise SkillSelectionError(str(exc)) from exc
 
 
-def _compiler(settings: Settings, model: AdapterModel, model_spec: str, hypernet: Path | None, tune_steps: int = 0):
+def _compiler(settings: Settings, model: AdapterModel, model_spec: str, hypernet: Path | None,
+              tuning: Tuning | None = None):
     from skillgraft.evolve.learn.roles import make_compiler
-    from skillgraft.hypernet.tune import Tuning
     from skillgraft.model_defaults import hypernet_for
 
     try:
@@ -70,4 +74,4 @@ def _compiler(settings: Settings, model: AdapterModel, model_spec: str, hypernet
             f"parametric skills need a hypernetwork trained for this base model; none at {settings.models / 'hypernet'}. "
             "Train one with `skillgraft hypernet train --stage 1 --base …` or pass --hypernet."
         )
-    return make_compiler(checkpoint, model, Tuning(tune_steps) if tune_steps else None)
+    return make_compiler(checkpoint, model, tuning)
