@@ -62,7 +62,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--tune-steps", type=int, default=0,
                    help="parametric: tune each learned skill's compiled adapter this many steps on the run it was "
                         "summarised from (hypernet.tune; 0: the hypernetwork's adapter as it is)")
-    p.add_argument("--tune-from", choices=["compiled", "fresh"], default="compiled",
+    p.add_argument("--tune-from", choices=["compiled", "fresh"], default="fresh",
                    help="tune the hypernetwork's adapter, or a fresh LoRA on its modules (the text then goes into no weight)")
     p.add_argument("--tune-lr", type=float, default=None, help="the tuning's learning rate (default: 5e-4 compiled, 5e-3 fresh)")
     p.add_argument("--models", type=Path, default=None, help="models folder (default HOME/models); trained on first use")

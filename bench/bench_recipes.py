@@ -46,7 +46,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--hypernet", type=Path, default=None, help="hypernetwork checkpoint for parametric (default: the bundled one)")
     p.add_argument("--tune-steps", type=int, default=0,
                    help="parametric: the stored version's adapter tuned this many steps on its run (0: as compiled)")
-    p.add_argument("--tune-from", choices=["compiled", "fresh"], default="compiled",
+    p.add_argument("--tune-from", choices=["compiled", "fresh"], default="fresh",
                    help="tune the hypernetwork's adapter, or a fresh LoRA on its modules")
     p.add_argument("--tune-lr", type=float, default=None, help="the tuning's learning rate (default: 5e-4 compiled, 5e-3 fresh)")
     p.add_argument("--workers", type=int, default=2)

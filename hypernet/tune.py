@@ -1,19 +1,23 @@
-"""A compiled skill tuned on the run it was learned from.
+"""A learned skill's adapter trained on the run it was learned from.
 
 The hypernetwork compiles a recipe in one forward pass, and for recipes like the ones it was
 trained on the adapter carries the recipe. A recipe the learner induced for a new kind of bug is
 unlike those: its edit is a template whose values the task fills in, and compiled, it moves the
-policy towards the fixes it already knows instead. Tuning starts from the compiled adapter and
-takes a few gradient steps on the replies of the run the recipe was summarised from, with no
-skill text in the prompt, so that the adapter, not the prompt, has to carry what the run did.
+policy towards the fixes it already knows instead. Tuning takes a few gradient steps on the
+replies of the run the recipe was summarised from, with no skill text in the prompt, so that the
+adapter, not the prompt, has to carry what the run did.
 
     compiler = TunedCompiler(Compiler.load(checkpoint, base_config), base_config, Tuning(steps=10))
     [delta] = compiler.compile([text])            # the hypernetwork's adapter, as before
-    delta = compiler.tune(delta, [conversation])  # tuned on the run (messages, skills left out)
+    delta = compiler.tune(delta, [conversation])  # trained on the run (messages, skills left out)
 
-The tuned adapter keeps the compiled one's modules and ranks (only their factors move), so it is
-stored, joined and folded into the global adapter like any compiled skill. Its checkpoint id
-names the tuning, so tuned and untuned adapters of one version are cached apart.
+By default (`Tuning.start` "fresh") the steps train a new LoRA on the hypernetwork's module kinds
+at its rank (PEFT's initialisation, B = 0) at 5e-3: the skill's text then goes into no weight,
+only into which tasks retrieve the adapter. "compiled" tunes the hypernetwork's adapter instead,
+at a tenth of that rate (its factors are large, and at 5e-3 tuning them diverges); it keeps the
+compiled adapter's modules and ranks. Either is stored, joined and folded into the global adapter
+like any compiled skill, under a checkpoint id that names the tuning, so tuned and untuned
+adapters of one version are cached apart.
 """
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ LEARNING_RATES = {"compiled": 5e-4, "fresh": 5e-3}  # a compiled adapter's large
 class Tuning:
     steps: int = 10
     lr: float | None = None  # None: LEARNING_RATES[start]
-    start: str = "compiled"  # from the hypernetwork's adapter, or from a fresh LoRA on its modules
+    start: str = "fresh"  # a fresh LoRA on the hypernetwork's modules, or the hypernetwork's adapter
     seed: int = 0
     max_tokens: int = 2048  # a longer run keeps its start
 
@@ -132,7 +136,7 @@ class TunedCompiler:
         return self.inner.target_modules(delta)
 
     def files(self, delta: LoraDelta, metadata: Mapping[str, Any] | None = None) -> dict[str, bytes]:
-        return self.inner.files(delta, {**(metadata or {}), "tuning": self.tuning.tag})
+        return self.inner.files(delta, metadata)
 
     def save(self, delta: LoraDelta, out_dir: str | Path, metadata: Mapping[str, Any] | None = None) -> Path:
-        return self.inner.save(delta, out_dir, {**(metadata or {}), "tuning": self.tuning.tag})
+        return self.inner.save(delta, out_dir, metadata)

@@ -58,7 +58,7 @@ def test_tuning_lowers_the_loss_on_the_run_and_keeps_the_adapters_modules_and_ra
     [delta] = compiler.compile([LEARNED])
     before = {name: (lr.A.clone(), lr.B.clone()) for name, lr in delta.items()}
     conversation = run_messages()
-    tuned = tune_delta(delta, base, [conversation], Tuning(steps=20, lr=3e-2))
+    tuned = tune_delta(delta, base, [conversation], Tuning(steps=20, lr=3e-2, start="compiled"))
     assert sorted(tuned) == sorted(delta)
     assert all(tuned[m].rank == delta[m].rank and tuned[m].A.shape == delta[m].A.shape for m in delta)
     for name, (a, b) in before.items():  # the compiled adapter given is left as it was
@@ -80,7 +80,7 @@ def test_a_runs_conversation_for_tuning_leaves_out_its_skills_and_does_not_train
 
 def test_a_tuned_compiler_tunes_a_learned_version_on_its_run_and_compiles_a_written_one_as_it_is(parts, tmp_path):
     base, compiler = parts
-    tuned = TunedCompiler(compiler, base, Tuning(steps=4, lr=1e-2))
+    tuned = TunedCompiler(compiler, base, Tuning(steps=4, lr=1e-2, start="compiled"))
     assert tuned.checkpoint_id == f"{compiler.checkpoint_id}+tuned-compiled-4x0.01-seed0"
     run = tmp_path / "run.json"
     TrajectoryWriter(run, {"task": {"id": "t1"}}).write(run_messages(LEARNED))

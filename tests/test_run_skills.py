@@ -84,7 +84,7 @@ def test_parametric_mode_compiles_once_and_the_adapter_changes_the_model(store, 
     assert first.context == [] and again.context == [("fix-comparison", BODY)]
     assert first.adapter_ids == again.adapter_ids  # compiled once, found in the store the second time
     tuned = prepare(store, TASK, model, f"hf:{model_dir}", ["fix-comparison"], "parametric", setting, hypernet=ckpt,
-                    tuning=Tuning(3))
+                    tuning=Tuning(3, start="compiled"))
     [tuned_id] = tuned.adapter_ids  # written by hand, from no run: compiled as it is, but kept apart
     assert tuned_id not in first.adapter_ids and store.adapter(tuned_id).hypernet_ckpt.endswith("+tuned-compiled-3x0.0005-seed0")
     from peft import PeftModel

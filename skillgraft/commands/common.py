@@ -33,7 +33,7 @@ class TuneStart(str, Enum):
     fresh = "fresh"
 
 
-TuneFromOption = typer.Option(TuneStart.compiled, "--tune-from", help="With --tune-steps: tune the hypernetwork's adapter of the skill (compiled, at learning rate 5e-4), or train a fresh LoRA on the hypernetwork's modules instead (fresh, at 5e-3: the skill's text then goes into no weight, only into retrieval).")
+TuneFromOption = typer.Option(TuneStart.fresh, "--tune-from", help="With --tune-steps: train a fresh LoRA on the hypernetwork's modules (fresh, at learning rate 5e-3: the skill's text then goes into no weight, only into which tasks retrieve the adapter), or tune the hypernetwork's adapter of the skill (compiled, at 5e-4). On the learned recipes of SkillWorld's learning families, fresh solved 17/20 held-out tasks and compiled 11/20 (the hypernetwork alone 2/20).")
 SandboxOption = typer.Option(SandboxKind.docker, "--sandbox", help="Where the agent's commands run: a Docker container or a bubblewrap jail.")
 
 
