@@ -63,7 +63,7 @@ class SkillCompiler(Protocol):
 
 @runtime_checkable
 class RunTuner(Protocol):
-    """A compiler that also tunes a compiled adapter on the runs its skill was learned from
+    """A compiler that trains a skill's adapter on the runs the skill was learned from
     (hypernet.tune.TunedCompiler): conversations as the model saw them, skill texts left out."""
 
-    def tune(self, delta: LoraDelta, conversations: Sequence[list[dict]]) -> LoraDelta: ...
+    def compile_on_runs(self, text: str, conversations: Sequence[list[dict]]) -> LoraDelta: ...

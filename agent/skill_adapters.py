@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from skillgraft.hypernet.lora import ranks
+from skillgraft.hypernet.lora import LoraDelta, ranks
 from skillgraft.hypernet.merges import merge
 from skillgraft.hypernet.peft_io import WEIGHTS_FILE, load_adapter, save_adapter
 from skillgraft.skills.schema import Adapter, SkillVersion, saved_id
@@ -30,10 +30,10 @@ def compiled_adapter(store: AdapterStore, compiler: SkillCompiler, version: Skil
     hit = store.find_compiled(saved_id(version.id), compiler.checkpoint_id)
     if hit is not None:
         return hit
-    [delta] = compiler.compile([version.text])
+    run = store.trajectory_path(version.trajectory_id) if version.trajectory_id is not None else None
+    delta = _delta(compiler, version.text, run)
     provenance = {"skill_version_id": version.id, "hypernet_ckpt": compiler.checkpoint_id}
-    if isinstance(compiler, RunTuner) and version.trajectory_id is not None:
-        delta = compiler.tune(delta, [conversation_without_skills(store.trajectory_path(version.trajectory_id))])
+    if run is not None and isinstance(compiler, RunTuner):
         provenance["tuned_on_trajectory"] = version.trajectory_id
     files = compiler.files(delta, metadata={"skill": version.skill_name, "skill_version": version.number})
     rank = max(ranks(delta).values())
@@ -47,16 +47,22 @@ def compiled_adapter(store: AdapterStore, compiler: SkillCompiler, version: Skil
 def compiled_text(compiler: SkillCompiler, text: str, cache: Path, run: Path | None = None) -> AdapterPart:
     """A text outside the store, compiled once per checkpoint into `cache` (and, by a compiler
     that tunes, tuned on the run it was summarised from, when given)."""
-    tuned_on = Path(run).resolve() if run is not None and isinstance(compiler, RunTuner) else None
-    digest = hashlib.sha256((text + (f"\0{tuned_on}" if tuned_on else "")).encode()).hexdigest()[:20]
+    tuned_on = f"\0{Path(run).resolve()}" if run is not None and isinstance(compiler, RunTuner) else ""
+    digest = hashlib.sha256((text + tuned_on).encode()).hexdigest()[:20]
     key = f"text:{compiler.checkpoint_id}:{digest}"
     out = Path(cache) / "compiled" / hashlib.sha256(key.encode()).hexdigest()[:20]
     if not (out / WEIGHTS_FILE).is_file():
-        [delta] = compiler.compile([text])
-        if tuned_on is not None and isinstance(compiler, RunTuner):
-            delta = compiler.tune(delta, [conversation_without_skills(tuned_on)])
+        delta = _delta(compiler, text, run)
         _publish(out, lambda tmp: compiler.save(delta, tmp))
     return AdapterPart(key, out)
+
+
+def _delta(compiler: SkillCompiler, text: str, run: Path | None) -> LoraDelta:
+    """The text's adapter: compiled, or, by a compiler that tunes, trained on the run it came from."""
+    if run is not None and isinstance(compiler, RunTuner):
+        return compiler.compile_on_runs(text, [conversation_without_skills(run)])
+    [delta] = compiler.compile([text])
+    return delta
 
 
 def composed_key(parts: Sequence[AdapterPart], weights: Sequence[float]) -> str:

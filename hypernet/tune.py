@@ -8,8 +8,8 @@ replies of the run the recipe was summarised from, with no skill text in the pro
 adapter, not the prompt, has to carry what the run did.
 
     compiler = TunedCompiler(Compiler.load(checkpoint, base_config), base_config, Tuning(steps=10))
-    [delta] = compiler.compile([text])            # the hypernetwork's adapter, as before
-    delta = compiler.tune(delta, [conversation])  # trained on the run (messages, skills left out)
+    [delta] = compiler.compile([text])                        # the hypernetwork's adapter, as before
+    delta = compiler.compile_on_runs(text, [conversation])    # trained on the run (skills left out)
 
 By default (`Tuning.start` "fresh") the steps train a new LoRA on the hypernetwork's module kinds
 at its rank (PEFT's initialisation, B = 0) at 5e-3: the skill's text then goes into no weight,
@@ -110,8 +110,8 @@ def tune_delta(start: LoraDelta | FreshLora, base_config: Any, conversations: Se
 
 
 class TunedCompiler:
-    """A compiler whose adapters, for skills learned from a run, are tuned on that run
-    (`tune`); texts with no run compile as the inner compiler compiles them."""
+    """A compiler whose adapters, for skills learned from a run, are trained on that run
+    (`compile_on_runs`); texts with no run compile as the inner compiler compiles them."""
 
     def __init__(self, inner: Any, base_config: Any, tuning: Tuning):
         self.inner, self.base_config, self.tuning = inner, base_config, tuning
@@ -121,11 +121,14 @@ class TunedCompiler:
     def compile(self, texts: Sequence[str]) -> list[LoraDelta]:
         return self.inner.compile(texts)
 
-    def tune(self, delta: LoraDelta, conversations: Sequence[list[dict]]) -> LoraDelta:
-        """The compiled `delta` tuned on the conversations, or with `Tuning.start` "fresh", a new
-        LoRA on the hypernetwork's module kinds at its rank trained on them instead."""
+    def compile_on_runs(self, text: str, conversations: Sequence[list[dict]]) -> LoraDelta:
+        """The text's compiled adapter tuned on the conversations, or with `Tuning.start` "fresh",
+        a new LoRA on the hypernetwork's module kinds at its rank trained on them (nothing compiled)."""
         config = self.meta.config
-        start = FreshLora(tuple(config.target_modules), config.rank) if self.tuning.start == "fresh" else delta
+        if self.tuning.start == "fresh":
+            start: LoraDelta | FreshLora = FreshLora(tuple(config.target_modules), config.rank)
+        else:
+            [start] = self.inner.compile([text])
         return tune_delta(start, self.base_config, conversations, self.tuning)
 
     def beside_text(self) -> "TunedCompiler":

@@ -122,7 +122,7 @@ def test_a_fresh_start_trains_a_new_lora_on_the_hypernetworks_modules_and_leaves
     tuned = TunedCompiler(compiler, base, Tuning(steps=20, start="fresh"))
     assert tuned.tuning.rate == 5e-3 and tuned.checkpoint_id.endswith("+tuned-fresh-20x0.005-seed0")
     conversation = run_messages()
-    one, other = (tuned.tune(delta, [conversation]) for delta in compiler.compile([LEARNED, BY_HAND]))
+    one, other = (tuned.compile_on_runs(text, [conversation]) for text in (LEARNED, BY_HAND))
     config = compiler.meta.config
     assert {name.rsplit(".", 1)[-1] for name in one} == set(config.target_modules)
     assert all(lr.rank == config.rank for lr in one.values())

@@ -320,8 +320,8 @@ class Learner:
         except SummaryError as exc:
             outcome.note = f"not summarised: {exc}"
             return None
-        run = self.store.trajectory_path(trajectory_id)
-        if self._gates_text and (previous is None or text != previous.text) and not self._gate_text(task, name, text, previous, run):
+        if self._gates_text and (previous is None or text != previous.text) and not self._gate_text(
+                task, name, text, previous, self.store.trajectory_path(trajectory_id)):
             outcome.note = f"summary of {name} refused by the validation gate"
             return None
         version = self.store.add_version(name, text, origin="summarised", parent_id=previous.id if previous else None,
