@@ -6,7 +6,6 @@ after unloading equal those before loading.
 """
 from __future__ import annotations
 
-import hashlib
 import threading
 import warnings
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from skillgraft.agent.models.base import ModelError, ModelReply, Sampling
+from skillgraft.agent.models.draws import draw_seed
 
 # transformers' loading contexts (meta-device init, default dtype) are process-global, so two
 # threads loading at once can leave one model on the meta device, and its lazy imports are not
@@ -49,8 +49,9 @@ class HFModel:
     0 turns it off.
 
     temperature > 0 samples. Each reply's draws come from a generator seeded by `seed` and the
-    prompt, so a conversation replays exactly, two tasks draw differently, and threads that
-    sample at once do not disturb each other.
+    conversation (`draws.draw_seed`: the figures of observations left out, so a test run's
+    duration does not change them), so a conversation replays, two tasks draw differently, and
+    threads that sample at once do not disturb each other.
     """
 
     def __init__(
@@ -217,11 +218,6 @@ class HFModel:
         finally:
             self.temperature, self._stream = before
 
-    def _prompt_seed(self, ids: list[int]) -> int:
-        key = (self.seed, self._stream, ids) if self._stream else (self.seed, ids)
-        digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
-        return int.from_bytes(digest, "little") & (2**63 - 1)
-
     def query(self, messages: list[dict]) -> ModelReply:
         import torch
 
@@ -232,12 +228,13 @@ class HFModel:
         if not ids:
             raise ModelError(f"{self.name}: empty prompt")
         sampling = self.temperature > 0
+        seed = draw_seed(self.seed, self._stream, messages) if sampling else None
         with self._lock, torch.no_grad():
             cache, reused = self._reusable(ids)
             if cache is None:
                 cache = growing_cache(self._base.config)
             if cache is not None and (self.lookup_tokens or sampling) and plain_argmax(self._base.generation_config):
-                choose = sampler(self.temperature, torch.Generator().manual_seed(self._prompt_seed(ids))) if sampling else greedy
+                choose = sampler(self.temperature, torch.Generator().manual_seed(seed)) if sampling else greedy
                 sequence = decode_with_lookup(self._model, ids, cache, max_new_tokens=self.max_new_tokens,
                                               lookup_tokens=self.lookup_tokens,
                                               stop=stop_ids(self._base.generation_config), device=self.device,
@@ -245,7 +242,7 @@ class HFModel:
                 kept = cache
             else:
                 if sampling:  # generate() draws from the global generator
-                    torch.manual_seed(self._prompt_seed(ids))
+                    torch.manual_seed(seed)
                 input_ids = torch.tensor([ids], device=self.device)
                 pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
                 out = self._model.generate(
