@@ -21,6 +21,7 @@ outside the session (their trajectories name it and the practice run's number).
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -39,6 +40,7 @@ from skillgraft.evolve.learn.evaluate import AgentScorer, mean
 from skillgraft.evolve.learn.global_adapter import EmaConfig, FoldResult, fold_into_global
 from skillgraft.evolve.learn.summarise import Summariser, SummaryError
 from skillgraft.evolve.learn.refine import Refiner
+from skillgraft.hypernet.peft_io import WEIGHTS_FILE
 from skillgraft.skills.schema import SkillVersion, saved_id
 from skillgraft.skills.store import Store
 
@@ -138,7 +140,7 @@ class Learner:
         self.refiner = refiner
         self.periodic = periodic
         self.episodes = episodes
-        self._current_scores: dict[tuple, float] = {}  # validation score of the current text or global (gate)
+        self._current_scores: dict[tuple, float] = {}  # validation scores of texts and global adapters (gate)
         self.parametric = compiler is not None and isinstance(model, AdapterModel)
         if config.skill_mode != "context" and not self.parametric:
             raise ValueError("parametric skills need an adapter-capable model (hf:…) and a compiler; use skill mode 'context'")
@@ -336,15 +338,19 @@ class Learner:
 
     def _gate(self, candidate: Path, current: Path | None) -> bool:
         """A new global version must not score below the current one (or no adapter, for the
-        first) on the validation tasks, each at the weight a run gives it; the current one's score
-        is kept until the head moves."""
-        scorer = self._scorer()
-        key = ("global", str(current), tuple(t.id for t in self.validation))
+        first) on the validation tasks, each at the weight a run gives it."""
+        return self._global_score(candidate) >= self._global_score(current)
+
+    def _global_score(self, folder: Path | None) -> float:
+        """The validation score of runs given this global adapter (None: none), kept by its
+        weights: while the head does not move, a skill's update is the same candidate each time
+        it comes, and is not run again."""
+        weights = hashlib.sha256((folder / WEIGHTS_FILE).read_bytes()).hexdigest() if folder is not None else None
+        key = ("global", weights, tuple(t.id for t in self.validation))
         if key not in self._current_scores:
-            old = make_loadout(None, self.model, mode=SkillMode.parametric, global_folder=current, cache=self.workdir)
-            self._current_scores[key] = mean(scorer.scores(self.validation, old))
-        new = make_loadout(None, self.model, mode=SkillMode.parametric, global_folder=candidate, cache=self.workdir)
-        return mean(scorer.scores(self.validation, new)) >= self._current_scores[key]
+            loadout = make_loadout(None, self.model, mode=SkillMode.parametric, global_folder=folder, cache=self.workdir)
+            self._current_scores[key] = mean(self._scorer().scores(self.validation, loadout))
+        return self._current_scores[key]
 
     def _scorer(self) -> AgentScorer:
         """Validation runs as the session's own: on its episode runner where it has one."""
