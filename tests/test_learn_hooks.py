@@ -97,7 +97,8 @@ def test_in_context_mode_the_gate_keeps_a_summary_only_if_validation_does_not_dr
     if model_class is PoolExpert:  # solves the validation task with and without the summary: kept
         assert o.learned == f"{name}@v1" and store.latest_version(name) is not None
     else:  # solves it without the summary only: refused, and the store has no version of it
-        assert not o.learned and o.note == f"summary of {name} refused by the validation gate"
+        assert not o.learned and o.note == (f"summary of {name} refused by the validation gate "
+                                           "(0% against 100% on 1 validation tasks)")
         assert store.latest_version(name) is None
 
 
@@ -166,10 +167,12 @@ def test_in_parametric_mode_the_gate_validates_the_summary_compiled_beside_the_g
         assert len(model.loaded) == 2  # and the first global, against no adapter
     elif model_class is HarmedByGlobals:  # the summary is kept, but the global it would start breaks
         # the validation task that no adapter at all solves: there is still no global adapter
-        assert o.learned == f"{name}@v1" and o.note == "new global version refused by the validation gate"
+        assert o.learned == f"{name}@v1" and o.note == ("new global version refused by the validation gate "
+                                                          "(0% against 100% on 1 validation tasks)")
         assert store.latest_global() is None and o.global_after is None
     else:  # compiled, the summary breaks the validation task: no version, nothing folded
-        assert not o.learned and o.note == f"summary of {name} refused by the validation gate"
+        assert not o.learned and o.note == (f"summary of {name} refused by the validation gate "
+                                           "(0% against 100% on 1 validation tasks)")
         assert store.latest_version(name) is None and store.latest_global() is None
         assert len(model.loaded) == 1
 

@@ -141,6 +141,7 @@ class Learner:
         self.periodic = periodic
         self.episodes = episodes
         self._current_scores: dict[tuple, float] = {}  # validation scores of texts and global adapters (gate)
+        self._verdict = ""  # the last gate's figures
         self.parametric = compiler is not None and isinstance(model, AdapterModel)
         if config.skill_mode != "context" and not self.parametric:
             raise ValueError("parametric skills need an adapter-capable model (hf:…) and a compiler; use skill mode 'context'")
@@ -298,7 +299,7 @@ class Learner:
         )
         outcome.global_after = fold.record.version if fold.record is not None else None
         if not fold.committed:
-            outcome.note = "new global version refused by the validation gate"
+            outcome.note = f"new global version refused by the validation gate ({self._verdict})"
         return fold
 
     def _confirmed(self, previous: SkillVersion | None, used: list[SkillVersion], trajectory_id: int) -> str | None:
@@ -324,7 +325,7 @@ class Learner:
             return None
         if self._gates_text and (previous is None or text != previous.text) and not self._gate_text(
                 task, name, text, previous, self.store.trajectory_path(trajectory_id)):
-            outcome.note = f"summary of {name} refused by the validation gate"
+            outcome.note = f"summary of {name} refused by the validation gate ({self._verdict})"
             return None
         version = self.store.add_version(name, text, origin="summarised", parent_id=previous.id if previous else None,
                                          trajectory_id=trajectory_id, session_id=session_id)
@@ -339,7 +340,12 @@ class Learner:
     def _gate(self, candidate: Path, current: Path | None) -> bool:
         """A new global version must not score below the current one (or no adapter, for the
         first) on the validation tasks, each at the weight a run gives it."""
-        return self._global_score(candidate) >= self._global_score(current)
+        return self._weigh(self._global_score(candidate), self._global_score(current), len(self.validation))
+
+    def _weigh(self, new: float, old: float, tasks: int) -> bool:
+        """new >= old, and the figures kept for the note that says why a gate refused."""
+        self._verdict = f"{new:.0%} against {old:.0%} on {tasks} validation tasks"
+        return new >= old
 
     def _global_score(self, folder: Path | None) -> float:
         """The validation score of runs given this global adapter (None: none), kept by its
@@ -383,7 +389,7 @@ class Learner:
         if key not in self._current_scores:
             self._current_scores[key] = mean(scorer.scores(held_out, current))
         candidate = self._skill_loadout([GivenSkill.of_text(name, text, run)])
-        return mean(scorer.scores(held_out, candidate)) >= self._current_scores[key]
+        return self._weigh(mean(scorer.scores(held_out, candidate)), self._current_scores[key], len(held_out))
 
     # ---------------------------------------------------------------- refinement of weak skills
     def _refine_weak(self, report: SessionReport, tasks: Sequence[Task], session_id: int) -> list[str]:
