@@ -168,7 +168,8 @@ def forgetting(store, model, args, cache: Path) -> None:
 
     head = store.latest_global()
     if head is None:
-        print("forgetting: learning on made no global adapter, so there is nothing to compare")
+        print("forgetting: learning on made no global adapter (with --gate: every update refused), so a seen family's "
+              "run gets what it got before learning: no adapter, and no learned skill (those name their own families)")
         return
     # What a run with no skill retrieved gets from that store: its global adapter alone.
     adapter = make_loadout(store, model, mode=SkillMode.parametric, use_global=True, cache=cache)
@@ -266,8 +267,11 @@ def main() -> None:
             print(f"last session, factor EMA vs exact EMA: {last['on-factors']:.0%} vs {last['on']:.0%}")
         if drift_figure is not None:
             rel, n, distinct = drift_figure
-            print(f"factor-averaged global vs exact EMA of the same {n} updates ({distinct} distinct adapters): "
-                  f"relative ΔW error {rel:.3f}")
+            if n < 2:  # with one update or none, every mode holds the same adapter
+                print(f"factor-averaged global vs exact EMA: nothing to tell apart ({n} global update(s) committed)")
+            else:
+                print(f"factor-averaged global vs exact EMA of the same {n} updates ({distinct} distinct adapters): "
+                      f"relative ΔW error {rel:.3f}")
         args.out.mkdir(parents=True, exist_ok=True)
         png = plot_curves({f"learning {k}": v for k, v in points.items()}, args.out / "learning_curve.png",
                           title=f"SkillWorld held-out ({', '.join(args.families)}), skill mode {args.skill_mode}"

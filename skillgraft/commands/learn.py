@@ -65,7 +65,7 @@ def learn(
     unstick: bool = UnstickOption,
     hypernet: Optional[Path] = typer.Option(None, "--hypernet", help="Hypernetwork checkpoint that compiles skills into adapters (default: the bundled policy's, if made)."),
     skill_mode: SkillMode = typer.Option(SkillMode.auto, "--skill-mode", help="How skills reach the model; auto: parametric when a hypernetwork and an adapter model are there, else context."),
-    tune_steps: int = typer.Option(0, "--tune-steps", min=0, help="Compiled skills: tune each learned skill's adapter N gradient steps on the run it was summarised from, with its text out of the prompt, so that the adapter carries what the run did (about 20 s a skill on 2 cores at N=10). Folded into the global adapter, such adapters made runs of other families apply the learned fix (seen families 5/18 against 18/18): use it with --gate. 0: the hypernetwork's adapter as it is."),
+    tune_steps: int = typer.Option(0, "--tune-steps", min=0, help="Compiled skills: tune each learned skill's adapter N gradient steps on the run it was summarised from, with its text out of the prompt, so that the adapter carries what the run did (about 20 s a skill on 2 cores at N=10). Folded into the global adapter, such adapters made runs of other families apply the learned fix (seen families 5/18 against 18/18): use it with --gate, which refuses those updates (each learned skill's adapter then reaches its own family's runs only). 0: the hypernetwork's adapter as it is."),
     tune_from: TuneStart = TuneFromOption,
     summariser: str = typer.Option("offline", "--summariser", help=f"Who writes skills from successes: {HELP_ROLE}"),
     generator: str = typer.Option("offline", "--generator", help=f"Who revises weak skills: {HELP_ROLE}"),
