@@ -21,9 +21,9 @@ outside the session (their trajectories name it and the practice run's number).
 """
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from skillgraft.agent.episodes import EpisodeJob, EpisodeRunner
@@ -36,11 +36,11 @@ from skillgraft.agent.task import Task
 from skillgraft.agent.unstick import Unstick
 from skillgraft.evolve.learn.choose import retrieve, target_skill
 from skillgraft.evolve.learn.episode import episode_from_run
-from skillgraft.evolve.learn.evaluate import AgentScorer, mean
+from skillgraft.evolve.learn.evaluate import AgentScorer
+from skillgraft.evolve.learn.gate import ValidationGate
 from skillgraft.evolve.learn.global_adapter import EmaConfig, FoldResult, fold_into_global
 from skillgraft.evolve.learn.summarise import Summariser, SummaryError
 from skillgraft.evolve.learn.refine import Refiner
-from skillgraft.hypernet.peft_io import WEIGHTS_FILE
 from skillgraft.skills.schema import SkillVersion, saved_id
 from skillgraft.skills.store import Store
 
@@ -136,12 +136,11 @@ class Learner:
         self.store, self.model, self.compiler = store, model, compiler
         self.summariser, self.config = summariser, config
         self.workdir = Path(workdir)
-        self.validation = list(validation)
         self.refiner = refiner
         self.periodic = periodic
         self.episodes = episodes
-        self._current_scores: dict[tuple, float] = {}  # validation scores of texts and global adapters (gate)
-        self._verdict = ""  # the last gate's figures
+        # Validation runs as the session's own: on its episode runner where it has one.
+        self.gate = ValidationGate(validation, AgentScorer(model, config.sandbox, config.image, episodes=episodes))
         self.parametric = compiler is not None and isinstance(model, AdapterModel)
         if config.skill_mode != "context" and not self.parametric:
             raise ValueError("parametric skills need an adapter-capable model (hf:…) and a compiler; use skill mode 'context'")
@@ -295,11 +294,11 @@ class Learner:
         fold = fold_into_global(
             self.store, saved_id(adapter.id), self.config.ema,
             provenance={"skill_version_id": version.id, "trajectory_id": trajectory_id, "session_id": session_id},
-            gate=self._gate if (self.config.gate and self.validation) else None,
+            gate=partial(self.gate.keeps_global, loadout=self._global_alone) if self._gates else None,
         )
         outcome.global_after = fold.record.version if fold.record is not None else None
         if not fold.committed:
-            outcome.note = f"new global version refused by the validation gate ({self._verdict})"
+            outcome.note = f"new global version refused by the validation gate ({self.gate.verdict})"
         return fold
 
     def _confirmed(self, previous: SkillVersion | None, used: list[SkillVersion], trajectory_id: int) -> str | None:
@@ -323,9 +322,9 @@ class Learner:
         except SummaryError as exc:
             outcome.note = f"not summarised: {exc}"
             return None
-        if self._gates_text and (previous is None or text != previous.text) and not self._gate_text(
+        if self._gates and (previous is None or text != previous.text) and not self._gate_text(
                 task, name, text, previous, self.store.trajectory_path(trajectory_id)):
-            outcome.note = f"summary of {name} refused by the validation gate ({self._verdict})"
+            outcome.note = f"summary of {name} refused by the validation gate ({self.gate.verdict})"
             return None
         version = self.store.add_version(name, text, origin="summarised", parent_id=previous.id if previous else None,
                                          trajectory_id=trajectory_id, session_id=session_id)
@@ -337,38 +336,6 @@ class Learner:
             outcome.learned = f"{version.skill_name}@v{version.number}"
         return version
 
-    def _gate(self, candidate: Path, current: Path | None) -> bool:
-        """A new global version must not score below the current one (or no adapter, for the
-        first) on the validation tasks, each at the weight a run gives it."""
-        return self._weigh(self._global_score(candidate), self._global_score(current), len(self.validation))
-
-    def _weigh(self, new: float, old: float, tasks: int) -> bool:
-        """new >= old, and the figures kept for the note that says why a gate refused."""
-        self._verdict = f"{new:.0%} against {old:.0%} on {tasks} validation tasks"
-        return new >= old
-
-    def _global_score(self, folder: Path | None) -> float:
-        """The validation score of runs given this global adapter (None: none), kept by its
-        weights: while the head does not move, a skill's update is the same candidate each time
-        it comes, and is not run again."""
-        weights = hashlib.sha256((folder / WEIGHTS_FILE).read_bytes()).hexdigest() if folder is not None else None
-        key = ("global", weights, tuple(t.id for t in self.validation))
-        if key not in self._current_scores:
-            loadout = make_loadout(None, self.model, mode=SkillMode.parametric, global_folder=folder, cache=self.workdir)
-            self._current_scores[key] = mean(self._scorer().scores(self.validation, loadout))
-        return self._current_scores[key]
-
-    def _scorer(self) -> AgentScorer:
-        """Validation runs as the session's own: on its episode runner where it has one."""
-        return AgentScorer(self.model, self.config.sandbox, self.config.image, episodes=self.episodes)
-
-    def _validation_for(self, family: str | None) -> list[Task]:
-        return [t for t in self.validation if t.family == family] or self.validation
-
-    @property
-    def _gates_text(self) -> bool:
-        return self.config.gate and bool(self.validation)
-
     def _skill_loadout(self, skills: Sequence[GivenSkill | SkillVersion]) -> Loadout:
         """A run's loadout with these skills, in the form the agent gets them: in context, or
         compiled and joined with the current global adapter."""
@@ -376,20 +343,22 @@ class Learner:
                             use_global=self.parametric and self.config.use_global, global_name=self.config.ema.name,
                             cache=self.workdir)
 
+    @property
+    def _gates(self) -> bool:
+        return self.config.gate and bool(self.gate.tasks)
+
     def _gate_text(self, task: Task, name: str, text: str, previous: SkillVersion | None, run: Path) -> bool:
-        """A summary must not score below the skill's current text (or no skill, for a new one) on
-        the validation tasks of the task's family, each given as runs get it: in context, or
-        compiled beside the global adapter (tuned on `run`, the run it was summarised from, where
-        the compiler tunes). The current text's score is kept until the skill gets a new version
-        or the global adapter moves."""
-        held_out = self._validation_for(task.family)
-        scorer = self._scorer()
+        """A summary must not score below the skill's current text (or no skill, for a new one),
+        each given as runs get it: in context, or compiled beside the global adapter (tuned on
+        `run`, the run it was summarised from, where the compiler tunes). The current text's score
+        is kept until the skill gets a new version or the global adapter moves."""
         current = self._skill_loadout([previous] if previous else [])
-        key = (name, previous.id if previous else None, tuple(t.id for t in held_out), current.key)
-        if key not in self._current_scores:
-            self._current_scores[key] = mean(scorer.scores(held_out, current))
-        candidate = self._skill_loadout([GivenSkill.of_text(name, text, run)])
-        return self._weigh(mean(scorer.scores(held_out, candidate)), self._current_scores[key], len(held_out))
+        return self.gate.keeps_text(task.family, (name, previous.id if previous else None, current.key), current,
+                                    self._skill_loadout([GivenSkill.of_text(name, text, run)]))
+
+    def _global_alone(self, folder: Path | None) -> Loadout:
+        """A run's loadout with this global adapter alone (None: nothing), as the gate weighs it."""
+        return make_loadout(None, self.model, mode=SkillMode.parametric, global_folder=folder, cache=self.workdir)
 
     # ---------------------------------------------------------------- refinement of weak skills
     def _refine_weak(self, report: SessionReport, tasks: Sequence[Task], session_id: int) -> list[str]:
@@ -405,7 +374,7 @@ class Learner:
             if len(runs) < self.config.refine_min_uses or rate >= self.config.refine_below:
                 continue
             family = runs[0][0].family
-            held_out = self._validation_for(family)
+            held_out = self.gate.of_family(family)
             if not held_out:
                 notes.append(f"{name}: success {rate:.0%} is low, but there are no validation tasks to refine it on")
                 continue
