@@ -168,8 +168,9 @@ def forgetting(store, model, args, cache: Path) -> None:
 
     head = store.latest_global()
     if head is None:
-        print("forgetting: learning on made no global adapter (with --gate: every update refused), so a seen family's "
-              "run gets what it got before learning: no adapter, and no learned skill (those name their own families)")
+        why = "the gate refused every update" if args.gate else "nothing was learned"
+        print(f"forgetting: learning on made no global adapter ({why}), so a seen family's run gets what it got before "
+              "learning: no adapter, and no learned skill (those name their own families)")
         return
     # What a run with no skill retrieved gets from that store: its global adapter alone.
     adapter = make_loadout(store, model, mode=SkillMode.parametric, use_global=True, cache=cache)
