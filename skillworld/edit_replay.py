@@ -84,26 +84,13 @@ def edit_reply_guess(model: Any, tokenizer: Any, conversation: list[dict], delta
     expert's. The reply is read up to the end of its first command block."""
     replay = edit_replay(tokenizer, conversation)
     expert = split_reply(_first_block(tokenizer.decode(replay.ids[replay.reply:], skip_special_tokens=True)))[1]
-    reply = _first_block(_written(model, tokenizer, replay, replay.reply, delta, slack))
-    return split_reply(reply)[1] == expert, reply.strip()
-
-
-def edit_command_written(model: Any, tokenizer: Any, conversation: list[dict], delta: LoraDelta | None = None,
-                         slack: int = 32) -> str:
-    """The command the model writes itself (greedy) after the expert's edit thought and the
-    opening of its bash block, with `delta` applied."""
-    replay = edit_replay(tokenizer, conversation)
-    return _written(model, tokenizer, replay, replay.command[0], delta, slack).split("```")[0].strip()
-
-
-def _written(model: Any, tokenizer: Any, replay: EditReplay, start: int, delta: LoraDelta | None, slack: int) -> str:
-    """What the model writes greedily from position `start` of the replay, as text: up to the
-    replay's length from there and `slack` tokens more."""
-    prompt = torch.tensor([replay.ids[:start]])
+    prompt = torch.tensor([replay.ids[: replay.reply]])
     with applied(model, delta), torch.no_grad():
         out = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
-                             max_new_tokens=len(replay.ids) - start + slack, pad_token_id=pad_id(tokenizer))
-    return tokenizer.decode(out[0, start:], skip_special_tokens=True)
+                             max_new_tokens=len(replay.ids) - replay.reply + slack,
+                             pad_token_id=pad_id(tokenizer))
+    reply = _first_block(tokenizer.decode(out[0, replay.reply:], skip_special_tokens=True))
+    return split_reply(reply)[1] == expert, reply.strip()
 
 
 def _first_block(text: str) -> str:
@@ -166,6 +153,5 @@ class EditReplayEvaluator:
         return scores
 
 
-__all__ = ["EditReplay", "EditReplayEvaluator", "applied", "edit_command_right", "edit_command_guess", "edit_command_written",
-           "edit_guess", "edit_replay",
+__all__ = ["EditReplay", "EditReplayEvaluator", "applied", "edit_command_right", "edit_command_guess", "edit_guess", "edit_replay",
            "edit_right"]

@@ -96,7 +96,7 @@ def test_train_expert_command_registers_a_checkpoint(trained, tmp_path):
             "--episodes", "1", "--steps", "3", "--anchor", "1", "--register", "--home", str(home)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "0 replayed, 6 anchored" in result.output  # one episode of each other skill-only family, twice
+    assert "0 replayed, 3 anchored" in result.output  # one episode of each other skill-only family
     store = Store.at(home)
     (adapter_id,) = select_checkpoints(store, ["kind:checkpoint"])
     record = store.adapter(adapter_id)
@@ -226,8 +226,7 @@ def test_a_merge_ready_expert_replays_other_families_at_drawn_scales(trained, tm
 def test_an_anchored_expert_trains_on_the_policy_s_own_edit_of_other_families(trained, tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from skillgraft.agent.prompts import assistant_reply, split_reply
-    from skillgraft.skillworld.edit_replay import edit_command_written, edit_reply_guess
+    from skillgraft.skillworld.edit_replay import edit_reply_guess
     from skillgraft.skillworld.policy import lora_expert
     from skillgraft.skillworld.policy.data import conversations
 
@@ -235,15 +234,11 @@ def test_an_anchored_expert_trains_on_the_policy_s_own_edit_of_other_families(tr
     stranger = [r for r in records if r["family"] == "off_by_one"]
     (conversation,) = conversations(stranger, with_skill=False)
     model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
-    whole, after_thought = lora_expert.own_edits(model, tokenizer, [conversation])
-    # each cut after the edit (the third reply), which is the policy's own, not the expert's
-    for anchored in (whole, after_thought):
-        assert [m["role"] for m in anchored].count("assistant") == 3 and anchored[:-1] == conversation[:len(anchored) - 1]
-        assert anchored[-1] != conversation[len(anchored) - 1]
-    assert whole[-1] == {"role": "assistant", "content": edit_reply_guess(model, tokenizer, conversation, None)[1]}
-    # the expert's thought, then the policy's command after it
-    thought = split_reply(conversation[len(whole) - 1]["content"])[0]
-    assert after_thought[-1]["content"] == assistant_reply(thought, edit_command_written(model, tokenizer, conversation))
+    (anchored,) = lora_expert.own_edits(model, tokenizer, [conversation])
+    # cut after the edit (the third reply), which is the policy's own, not the expert's
+    assert [m["role"] for m in anchored].count("assistant") == 3 and anchored[:-1] == conversation[:len(anchored) - 1]
+    assert anchored[-1] == {"role": "assistant", "content": edit_reply_guess(model, tokenizer, conversation, None)[1]}
+    assert anchored[-1] != conversation[len(anchored) - 1]
     unseen = [r for r in records if r["family"] == "wrong_boolean"]
     seen = []
     real_fit = lora_expert.fit
@@ -255,8 +250,8 @@ def test_an_anchored_expert_trains_on_the_policy_s_own_edit_of_other_families(tr
     monkeypatch.setattr(lora_expert, "fit", watching_fit)
     report = lora_expert.train_lora_expert(folder, unseen, tmp_path / "expert", rank=4, steps=2, anchors=stranger,
                                            show_progress=False)
-    assert report["anchors"] == 2 and len(seen) == 3  # the expert's episode and both anchors
-    assert lora_expert.encode(tokenizer, whole, 2048) in seen and lora_expert.encode(tokenizer, after_thought, 2048) in seen
+    assert report["anchors"] == 1 and len(seen) == 2  # the expert's episode and the anchor
+    assert lora_expert.encode(tokenizer, anchored, 2048) in seen
 
 
 def test_a_lora_policy_on_a_chat_base_learns_the_replies_and_loads_as_an_adapter(trained, tmp_path):

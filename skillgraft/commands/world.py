@@ -139,7 +139,7 @@ def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the a
                      rank: int = typer.Option(8, min=1, help="LoRA rank."),
                      seed: int = typer.Option(0, help="Seed of the data order and the initial adapter."),
                      replay: int = typer.Option(0, min=0, help="Also train on this many episodes per seen family (not named in --families), so the expert leaves them alone: an adapter that writes its own edit everywhere breaks any merge it enters."),
-                     anchor: int = typer.Option(0, min=0, help="Also train on this many episodes per skill-only family not named in --families, each cut after its edit, which the policy writes itself without a skill (the whole reply, and the command after the expert's thought): the expert keeps the policy's own reply on the families other experts are for, so that in a merge theirs is the only one that moves it."),
+                     anchor: int = typer.Option(0, min=0, help="Also train on this many episodes per skill-only family not named in --families, each cut after its edit, which the policy writes itself without a skill: the expert keeps the policy's own reply on the families other experts are for, so that in a merge theirs is the only one that moves it."),
                      min_scale: float = typer.Option(1.0, min=0.01, max=1.0, help="Apply the adapter at a scale drawn from [MIN_SCALE, 1] at each step, so that a weighted average with other experts still works (1: off)."),
                      register: bool = typer.Option(False, "--register", help="Also add it to the store as a checkpoint adapter."),
                      home: Optional[str] = HomeOption, store: Optional[str] = StoreOption):

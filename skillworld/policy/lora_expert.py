@@ -13,12 +13,11 @@ from pathlib import Path
 
 import torch
 
-from skillgraft.agent.prompts import assistant_reply, split_reply
-from skillgraft.hypernet.fit import Schedule, fit, pad_id
 from skillgraft.hypernet.peft_io import lora_delta, lora_modules, model_fingerprint, save_adapter
-from skillgraft.skillworld.edit_replay import EDIT_TURN, edit_command_written, edit_reply_guess
 from skillgraft.skillworld.policy.data import conversations
+from skillgraft.hypernet.fit import Schedule, fit, pad_id
 from skillgraft.skillworld.policy.lora_policy import encode
+from skillgraft.skillworld.edit_replay import EDIT_TURN, edit_reply_guess
 
 TARGETS = ("q_proj", "v_proj")
 
@@ -35,7 +34,7 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
     so a fraction of it (what a weighted average of task vectors keeps) still works. anchors:
     episodes of families no expert of this kind knows by heart either (the other groups' skill-only
     families), cut after their edit with the edit written by the policy itself (`own_edits`), so
-    the expert keeps the policy's own edit there: in a merge, another group's expert is then the
+    the expert keeps the policy's own reply there: in a merge, another group's expert is then the
     only one that moves it."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -79,17 +78,13 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
 
 
 def own_edits(model, tokenizer, convs: list[list[dict]], show_progress: bool = False) -> list[list[dict]]:
-    """Each conversation up to its edit reply, twice, with what `model` itself writes there (greedy,
-    no skill in context) in place of the expert's: the whole reply, and the command after the
-    expert's thought. What the model does there, in both contexts, to be kept."""
+    """Each conversation up to its edit reply, that reply written by `model` itself (greedy, no
+    skill in context) in place of the expert's: what the model does there, to be kept."""
     from rich.progress import track
 
     out = []
     for conversation in track(convs, "the policy's own edits", disable=not show_progress):
+        _, reply = edit_reply_guess(model, tokenizer, conversation, None)
         edit = [i for i, m in enumerate(conversation) if m["role"] == "assistant"][EDIT_TURN]
-        reply = edit_reply_guess(model, tokenizer, conversation, None)[1]
-        thought = split_reply(conversation[edit]["content"])[0]
-        command = edit_command_written(model, tokenizer, conversation)
-        out += [[*conversation[:edit], {"role": "assistant", "content": content}]
-                for content in (reply, assistant_reply(thought, command))]
+        out.append([*conversation[:edit], {"role": "assistant", "content": reply}])
     return out
