@@ -93,10 +93,9 @@ def test_train_expert_command_registers_a_checkpoint(trained, tmp_path):
     folder, _, _ = trained
     home = tmp_path / "home"
     args = ["world", "train-expert", str(tmp_path / "expert"), "-f", "wrong_boolean", "--policy", str(folder),
-            "--episodes", "1", "--steps", "3", "--anchor", "1", "--register", "--home", str(home)]
+            "--episodes", "1", "--steps", "3", "--register", "--home", str(home)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "0 replayed, 3 anchored" in result.output  # one episode of each other skill-only family
     store = Store.at(home)
     (adapter_id,) = select_checkpoints(store, ["kind:checkpoint"])
     record = store.adapter(adapter_id)
@@ -221,37 +220,6 @@ def test_a_merge_ready_expert_replays_other_families_at_drawn_scales(trained, tm
     with pytest.raises(ValueError, match="min_scale"):
         lora_expert.train_lora_expert(folder, unseen, tmp_path / "bad", rank=4, steps=1, min_scale=0.0,
                                       show_progress=False)
-
-
-def test_an_anchored_expert_trains_on_the_policy_s_own_edit_of_other_families(trained, tmp_path, monkeypatch):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from skillgraft.skillworld.edit_replay import edit_reply_guess
-    from skillgraft.skillworld.policy import lora_expert
-    from skillgraft.skillworld.policy.data import conversations
-
-    folder, _, records = trained
-    stranger = [r for r in records if r["family"] == "off_by_one"]
-    (conversation,) = conversations(stranger, with_skill=False)
-    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
-    (anchored,) = lora_expert.own_edits(model, tokenizer, [conversation])
-    # cut after the edit (the third reply), which is the policy's own, not the expert's
-    assert [m["role"] for m in anchored].count("assistant") == 3 and anchored[:-1] == conversation[:len(anchored) - 1]
-    assert anchored[-1] == {"role": "assistant", "content": edit_reply_guess(model, tokenizer, conversation, None)[1]}
-    assert anchored[-1] != conversation[len(anchored) - 1]
-    unseen = [r for r in records if r["family"] == "wrong_boolean"]
-    seen = []
-    real_fit = lora_expert.fit
-
-    def watching_fit(model, examples, *args, **kw):
-        seen.extend(examples)
-        return real_fit(model, examples, *args, **kw)
-
-    monkeypatch.setattr(lora_expert, "fit", watching_fit)
-    report = lora_expert.train_lora_expert(folder, unseen, tmp_path / "expert", rank=4, steps=2, anchors=stranger,
-                                           show_progress=False)
-    assert report["anchors"] == 1 and len(seen) == 2  # the expert's episode and the anchor
-    assert lora_expert.encode(tokenizer, anchored, 2048) in seen
 
 
 def test_a_lora_policy_on_a_chat_base_learns_the_replies_and_loads_as_an_adapter(trained, tmp_path):

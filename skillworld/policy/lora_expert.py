@@ -17,25 +17,20 @@ from skillgraft.hypernet.peft_io import lora_delta, lora_modules, model_fingerpr
 from skillgraft.skillworld.policy.data import conversations
 from skillgraft.hypernet.fit import Schedule, fit, pad_id
 from skillgraft.skillworld.policy.lora_policy import encode
-from skillgraft.skillworld.edit_replay import EDIT_TURN, edit_reply_guess
 
 TARGETS = ("q_proj", "v_proj")
 
 
 def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, rank: int = 8, steps: int = 150,
                       batch_size: int = 4, lr: float = 3e-3, seed: int = 0, replay: Sequence[dict] = (),
-                      min_scale: float = 1.0, anchors: Sequence[dict] = (), show_progress: bool = True) -> dict:
+                      min_scale: float = 1.0, show_progress: bool = True) -> dict:
     """Trains a rank-`rank` LoRA on records (without their skills in context: the expert must
     know its families by heart) and writes it to out_dir; returns the training report.
 
     Two options make experts that survive merging. replay: episodes of other families, trained
     alongside, so the adapter learns to leave them alone rather than write its own family's edit
     everywhere. min_scale < 1: each step applies the adapter at a scale drawn from [min_scale, 1],
-    so a fraction of it (what a weighted average of task vectors keeps) still works. anchors:
-    episodes of families no expert of this kind knows by heart either (the other groups' skill-only
-    families), cut after their edit with the edit written by the policy itself (`own_edits`), so
-    the expert keeps the policy's own reply there: in a merge, another group's expert is then the
-    only one that moves it."""
+    so a fraction of it (what a weighted average of task vectors keeps) still works."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -47,10 +42,8 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
     tokenizer = AutoTokenizer.from_pretrained(policy_dir)
     base = AutoModelForCausalLM.from_pretrained(policy_dir)
     fingerprint = model_fingerprint(base)
-    anchored = (own_edits(base, tokenizer, conversations(anchors, seed=seed, with_skill=False), show_progress)
-                if anchors else [])
     model = get_peft_model(base, LoraConfig(r=rank, lora_alpha=rank, lora_dropout=0.0, target_modules=list(TARGETS)))
-    examples = [encode(tokenizer, c, 2048) for c in [*conversations([*records, *replay], seed=seed, with_skill=False), *anchored]]
+    examples = [encode(tokenizer, c, 2048) for c in conversations([*records, *replay], seed=seed, with_skill=False)]
     lora = [module for _, module in lora_modules(model)]
     full = {id(m): m.scaling["default"] for m in lora}
     draw = random.Random(seed)
@@ -68,23 +61,9 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
     families = sorted({r["family"] for r in records})
     save_adapter(delta, out_dir, base_model_name=str(policy_dir), fingerprint=fingerprint, target_modules=list(TARGETS),
                  metadata={"expert": families, "steps": steps, "episodes": len(records), "replay": len(replay),
-                           "anchors": len(anchored), "min_scale": min_scale})
-    report = {"families": families, "episodes": len(records), "replay": len(replay), "anchors": len(anchored),
-              "min_scale": min_scale,
+                           "min_scale": min_scale})
+    report = {"families": families, "episodes": len(records), "replay": len(replay), "min_scale": min_scale,
               "rank": rank, "steps": steps,
               "first_loss": losses[0], "final_loss": sum(losses[-10:]) / len(losses[-10:])}
     (Path(out_dir) / "expert.json").write_text(json.dumps(report, indent=1))
     return report
-
-
-def own_edits(model, tokenizer, convs: list[list[dict]], show_progress: bool = False) -> list[list[dict]]:
-    """Each conversation up to its edit reply, that reply written by `model` itself (greedy, no
-    skill in context) in place of the expert's: what the model does there, to be kept."""
-    from rich.progress import track
-
-    out = []
-    for conversation in track(convs, "the policy's own edits", disable=not show_progress):
-        _, reply = edit_reply_guess(model, tokenizer, conversation, None)
-        edit = [i for i, m in enumerate(conversation) if m["role"] == "assistant"][EDIT_TURN]
-        out.append([*conversation[:edit], {"role": "assistant", "content": reply}])
-    return out
