@@ -39,9 +39,11 @@ class Schedule:
 
 
 def fit(model, examples: list[Example], pad_id: int, schedule: Schedule, *, label: str = "training",
-        show_progress: bool = True, before_step: Callable[[int], None] | None = None, bf16: bool = False) -> list[float]:
+        show_progress: bool = True, before_step: Callable[[int], None] | None = None, bf16: bool = False,
+        extra_loss: Callable[[int], torch.Tensor] | None = None) -> list[float]:
     """Trains the model's trainable parameters in place; returns the loss of every step.
-    before_step(step), when given, runs before each step's forward pass. bf16: the forward and
+    before_step(step), when given, runs before each step's forward pass; extra_loss(step), when
+    given, is added to the step's loss (the losses returned are the behaviour-cloning ones). bf16: the forward and
     backward passes in bfloat16 autocast (the weights and the optimiser stay float32) where the
     device computes bfloat16 natively, about twice as fast there; float32 elsewhere."""
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -66,6 +68,8 @@ def fit(model, examples: list[Example], pad_id: int, schedule: Schedule, *, labe
                     loss, total = _with_context_loss(model, ids, labels, attn, schedule.context_weight)
                 else:
                     loss = total = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+                if extra_loss:
+                    total = total + extra_loss(step)
             optim.zero_grad(set_to_none=True)
             total.backward()
             torch.nn.utils.clip_grad_norm_([p for _, p in params], 1.0)

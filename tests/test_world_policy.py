@@ -222,6 +222,40 @@ def test_a_merge_ready_expert_replays_other_families_at_drawn_scales(trained, tm
                                       show_progress=False)
 
 
+def test_an_anchored_expert_leaves_other_families_edit_replies_as_the_policy_has_them(trained, tmp_path):
+    """The KL anchor: on another family's edit reply, the expert trained with it moves the policy's
+    next-token distributions less than the same expert trained without it."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from skillgraft.hypernet.peft_io import load_adapter
+    from skillgraft.skillworld.edit_replay import applied, edit_replay
+    from skillgraft.skillworld.expert import messages
+    from skillgraft.skillworld.dataset import record_steps
+    from skillgraft.skillworld.policy.lora_expert import train_lora_expert
+
+    folder, _, records = trained
+    unseen, other = [records[2]], [records[0]]
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    replay = edit_replay(AutoTokenizer.from_pretrained(folder), messages(record_steps(other[0], False)))
+
+    def moved(delta) -> float:
+        ids, keep = torch.tensor([replay.ids]), len(replay.ids) - replay.reply + 1
+        with torch.no_grad():
+            before = torch.log_softmax(model(input_ids=ids, logits_to_keep=keep).logits[0, :-1], -1)
+            with applied(model, delta):
+                after = torch.log_softmax(model(input_ids=ids, logits_to_keep=keep).logits[0, :-1], -1)
+        return torch.nn.functional.kl_div(after, before, log_target=True, reduction="batchmean").item()
+
+    kl = {}
+    for weight in (0.0, 5.0):
+        report = train_lora_expert(folder, unseen, tmp_path / str(weight), rank=4, steps=20, lr=3e-2,
+                                   anchors=other if weight else (), anchor_weight=weight, show_progress=False)
+        assert report["anchors"] == (1 if weight else 0)
+        kl[weight] = moved(load_adapter(tmp_path / str(weight))[0])
+    assert kl[0.0] > 0 and kl[5.0] < 0.5 * kl[0.0], kl
+
+
 def test_a_lora_policy_on_a_chat_base_learns_the_replies_and_loads_as_an_adapter(trained, tmp_path):
     """The default model's recipe in small: behaviour cloning into a LoRA on every linear layer of
     a frozen base, rendered with the base's chat template, saved in the project's PEFT format."""

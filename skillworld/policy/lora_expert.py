@@ -17,20 +17,28 @@ from skillgraft.hypernet.peft_io import lora_delta, lora_modules, model_fingerpr
 from skillgraft.skillworld.policy.data import conversations
 from skillgraft.hypernet.fit import Schedule, fit, pad_id
 from skillgraft.skillworld.policy.lora_policy import encode
+from skillgraft.skillworld.edit_replay import EditReplay, edit_replay
 
 TARGETS = ("q_proj", "v_proj")
 
 
 def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, rank: int = 8, steps: int = 150,
                       batch_size: int = 4, lr: float = 3e-3, seed: int = 0, replay: Sequence[dict] = (),
-                      min_scale: float = 1.0, show_progress: bool = True) -> dict:
+                      min_scale: float = 1.0, anchors: Sequence[dict] = (), anchor_weight: float = 1.0,
+                      show_progress: bool = True) -> dict:
     """Trains a rank-`rank` LoRA on records (without their skills in context: the expert must
     know its families by heart) and writes it to out_dir; returns the training report.
 
     Two options make experts that survive merging. replay: episodes of other families, trained
     alongside, so the adapter learns to leave them alone rather than write its own family's edit
     everywhere. min_scale < 1: each step applies the adapter at a scale drawn from [min_scale, 1],
-    so a fraction of it (what a weighted average of task vectors keeps) still works."""
+    so a fraction of it (what a weighted average of task vectors keeps) still works.
+
+    anchors: episodes of families that other experts are for (and the policy does not know), whose
+    edit reply the expert must leave as the policy has it. Each step adds, times anchor_weight, the
+    KL divergence from the policy's next-token distribution (adapter off) to the expert's over one
+    anchor's edit reply: the whole distribution is kept, not only its greedy token, so that in a
+    merge the other group's expert is the only one that moves those replies."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -53,17 +61,37 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
         for m in lora:
             m.scaling["default"] = full[id(m)] * s
 
+    kept = [edit_replay(tokenizer, c) for c in conversations(list(anchors), seed=seed, with_skill=False)]
     losses = fit(model, examples, pad_id(tokenizer), Schedule(steps, batch_size, lr, 10, 0.0, seed),
-                 label="training expert", show_progress=show_progress, before_step=rescale if min_scale < 1 else None)
+                 label="training expert", show_progress=show_progress, before_step=rescale if min_scale < 1 else None,
+                 extra_loss=_anchor_loss(model, kept, anchor_weight, seed) if kept else None)
     for m in lora:
         m.scaling["default"] = full[id(m)]
     delta = lora_delta(model)
     families = sorted({r["family"] for r in records})
     save_adapter(delta, out_dir, base_model_name=str(policy_dir), fingerprint=fingerprint, target_modules=list(TARGETS),
                  metadata={"expert": families, "steps": steps, "episodes": len(records), "replay": len(replay),
-                           "min_scale": min_scale})
-    report = {"families": families, "episodes": len(records), "replay": len(replay), "min_scale": min_scale,
+                           "anchors": len(kept), "anchor_weight": anchor_weight, "min_scale": min_scale})
+    report = {"families": families, "episodes": len(records), "replay": len(replay), "anchors": len(kept),
+              "anchor_weight": anchor_weight, "min_scale": min_scale,
               "rank": rank, "steps": steps,
               "first_loss": losses[0], "final_loss": sum(losses[-10:]) / len(losses[-10:])}
     (Path(out_dir) / "expert.json").write_text(json.dumps(report, indent=1))
     return report
+
+
+def _anchor_loss(model, replays: list[EditReplay], weight: float, seed: int):
+    """A step's anchor term: KL(policy || policy with the adapter) over the edit reply of one
+    anchor conversation, drawn in a fixed order from the seed."""
+    draw = random.Random(seed + 1)
+
+    def loss(_step: int) -> torch.Tensor:
+        replay = replays[draw.randrange(len(replays))]
+        ids = torch.tensor([replay.ids])
+        keep = len(replay.ids) - replay.reply + 1  # the logits that predict the reply's tokens (and one past it)
+        with torch.no_grad(), model.disable_adapter():
+            target = torch.log_softmax(model(input_ids=ids, logits_to_keep=keep).logits[0, :-1].float(), -1)
+        moved = torch.log_softmax(model(input_ids=ids, logits_to_keep=keep).logits[0, :-1].float(), -1)
+        return weight * torch.nn.functional.kl_div(moved, target, log_target=True, reduction="batchmean")
+
+    return loss
