@@ -24,7 +24,7 @@ TARGETS = ("q_proj", "v_proj")
 
 def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, rank: int = 8, steps: int = 150,
                       batch_size: int = 4, lr: float = 3e-3, seed: int = 0, replay: Sequence[dict] = (),
-                      min_scale: float = 1.0, anchors: Sequence[dict] = (), anchor_weight: float = 1.0,
+                      min_scale: float = 1.0, anchors: Sequence[dict] = (), anchor_weight: float = 0.1,
                       show_progress: bool = True) -> dict:
     """Trains a rank-`rank` LoRA on records (without their skills in context: the expert must
     know its families by heart) and writes it to out_dir; returns the training report.
