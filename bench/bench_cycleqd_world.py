@@ -167,7 +167,7 @@ def _compiled_experts(root: Path, groups: dict[str, list[str]], policy: Path, hy
     return folders
 
 
-def _replay_sets(groups: dict[str, list[str]], per_group: int, offset: int) -> dict[str, list[list[dict]]]:
+def replay_sets(groups: dict[str, list[str]], per_group: int, offset: int) -> dict[str, list[list[dict]]]:
     """Held-out expert conversations (no skill in context) for each group, per_group of them."""
     from skillgraft.skillworld.dataset import record_steps
     from skillgraft.skillworld.expert import messages
@@ -211,8 +211,8 @@ def skillworld_trials(root: Path, args) -> list[dict]:
 
         model = AutoModelForCausalLM.from_pretrained(policy).eval()
         tokenizer = AutoTokenizer.from_pretrained(policy)
-        evaluator = EditReplayEvaluator(_replay_sets(groups, args.eval_tasks, 500), model, tokenizer)
-        validator = EditReplayEvaluator(_replay_sets(groups, args.eval_tasks, 700), model, tokenizer)
+        evaluator = EditReplayEvaluator(replay_sets(groups, args.eval_tasks, 500), model, tokenizer)
+        validator = EditReplayEvaluator(replay_sets(groups, args.eval_tasks, 700), model, tokenizer)
         closing: list = []
     else:
         def tasks_for(offset: int) -> dict:

@@ -40,24 +40,19 @@ def main() -> None:
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from bench.bench_policy_turns import held_out_records
+    from bench.bench_cycleqd_world import replay_sets
     from skillgraft.hypernet.lora import concat
     from skillgraft.hypernet.peft_io import load_adapter
     from skillgraft.settings import load_settings
-    from skillgraft.skillworld.dataset import record_steps
     from skillgraft.skillworld.default_model import ensure_policy
     from skillgraft.skillworld.edit_replay import applied, edit_replay, edit_right
-    from skillgraft.skillworld.expert import messages
 
     policy = Path(args.policy) if args.policy else ensure_policy(load_settings().models)
     model = AutoModelForCausalLM.from_pretrained(policy).eval()
     tokenizer = AutoTokenizer.from_pretrained(policy)
     deltas = {name: load_adapter(folder, model)[0] for name, folder in experts.items()}
-    sets = {}
-    for group, families in groups.items():
-        fams = families.split(",")
-        records = held_out_records(fams, -(-args.per_group // len(fams)), args.offset)[:args.per_group]
-        sets[group] = [edit_replay(tokenizer, messages(record_steps(r, False))) for r in records]
+    held_out = replay_sets({g: families.split(",") for g, families in groups.items()}, args.per_group, args.offset)
+    sets = {group: [edit_replay(tokenizer, c) for c in convs] for group, convs in held_out.items()}
 
     def row(label: str, delta) -> None:
         cells = []

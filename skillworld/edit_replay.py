@@ -72,6 +72,14 @@ def edit_guess(model: Any, replay: EditReplay) -> list[int]:
         return model.get_output_embeddings()(hidden[[i - 1 for i in replay.command]]).argmax(-1).tolist()
 
 
+def reply_log_probs(model: Any, replay: EditReplay) -> torch.Tensor:
+    """The model's next-token log-probabilities at each token of the edit reply (float32, one row
+    per token), the logits computed only where they are read."""
+    keep = len(replay.ids) - replay.reply + 1  # the logits predicting the reply's tokens, and one past its end
+    logits = model(input_ids=torch.tensor([replay.ids]), logits_to_keep=keep).logits[0, :-1]
+    return torch.log_softmax(logits.float(), -1)
+
+
 def edit_right(model: Any, replay: EditReplay) -> bool:
     """Whether the model's greedy guess is the expert's token at every position of the command."""
     return edit_guess(model, replay) == [replay.ids[i] for i in replay.command]
@@ -154,4 +162,4 @@ class EditReplayEvaluator:
 
 
 __all__ = ["EditReplay", "EditReplayEvaluator", "applied", "edit_command_right", "edit_command_guess", "edit_guess", "edit_replay",
-           "edit_right"]
+           "edit_right", "reply_log_probs"]

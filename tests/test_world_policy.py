@@ -229,7 +229,7 @@ def test_an_anchored_expert_leaves_other_families_edit_replies_as_the_policy_has
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from skillgraft.hypernet.peft_io import load_adapter
-    from skillgraft.skillworld.edit_replay import applied, edit_replay
+    from skillgraft.skillworld.edit_replay import applied, edit_replay, reply_log_probs
     from skillgraft.skillworld.expert import messages
     from skillgraft.skillworld.dataset import record_steps
     from skillgraft.skillworld.policy.lora_expert import train_lora_expert
@@ -240,11 +240,10 @@ def test_an_anchored_expert_leaves_other_families_edit_replies_as_the_policy_has
     replay = edit_replay(AutoTokenizer.from_pretrained(folder), messages(record_steps(other[0], False)))
 
     def moved(delta) -> float:
-        ids, keep = torch.tensor([replay.ids]), len(replay.ids) - replay.reply + 1
         with torch.no_grad():
-            before = torch.log_softmax(model(input_ids=ids, logits_to_keep=keep).logits[0, :-1], -1)
+            before = reply_log_probs(model, replay)
             with applied(model, delta):
-                after = torch.log_softmax(model(input_ids=ids, logits_to_keep=keep).logits[0, :-1], -1)
+                after = reply_log_probs(model, replay)
         return torch.nn.functional.kl_div(after, before, log_target=True, reduction="batchmean").item()
 
     kl = {}

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import torch
 
-from skillgraft.hypernet.peft_io import lora_delta, lora_modules, model_fingerprint, save_adapter
-from skillgraft.skillworld.policy.data import conversations
 from skillgraft.hypernet.fit import Schedule, fit, pad_id
+from skillgraft.hypernet.peft_io import lora_delta, lora_modules, model_fingerprint, save_adapter
+from skillgraft.skillworld.edit_replay import EditReplay, edit_replay, reply_log_probs
+from skillgraft.skillworld.policy.data import conversations
 from skillgraft.skillworld.policy.lora_policy import encode
-from skillgraft.skillworld.edit_replay import EditReplay, edit_replay
 
 TARGETS = ("q_proj", "v_proj")
 
@@ -87,11 +87,9 @@ def _anchor_loss(model, replays: list[EditReplay], weight: float, seed: int):
 
     def loss(_step: int) -> torch.Tensor:
         replay = replays[draw.randrange(len(replays))]
-        ids = torch.tensor([replay.ids])
-        keep = len(replay.ids) - replay.reply + 1  # the logits that predict the reply's tokens (and one past it)
         with torch.no_grad(), model.disable_adapter():
-            target = torch.log_softmax(model(input_ids=ids, logits_to_keep=keep).logits[0, :-1].float(), -1)
-        moved = torch.log_softmax(model(input_ids=ids, logits_to_keep=keep).logits[0, :-1].float(), -1)
+            target = reply_log_probs(model, replay)
+        moved = reply_log_probs(model, replay)
         return weight * torch.nn.functional.kl_div(moved, target, log_target=True, reduction="batchmean")
 
     return loss
