@@ -101,6 +101,8 @@ def test_train_expert_command_registers_a_checkpoint(trained, tmp_path):
     record = store.adapter(adapter_id)
     assert record.name == "expert-wrong_boolean" and record.provenance["expert"] == ["wrong_boolean"]
     assert record.rank == 8 and store.adapter_path(adapter_id).is_dir()
+    bad = CliRunner().invoke(app, [*args[:5], "--policy", str(folder), "--anchor-loss", "l2", "--home", str(home)])
+    assert bad.exit_code == 2 and "--anchor-loss l2" in bad.output
 
 
 def test_a_drill_episode_is_shown_only_with_its_skill(trained):
@@ -223,8 +225,9 @@ def test_a_merge_ready_expert_replays_other_families_at_drawn_scales(trained, tm
 
 
 def test_an_anchored_expert_leaves_other_families_edit_replies_as_the_policy_has_them(trained, tmp_path):
-    """The KL anchor: on another family's edit reply, the expert trained with it moves the policy's
-    next-token distributions less than the same expert trained without it."""
+    """Both anchors: on another family's edit reply, the expert trained with the KL anchor moves the
+    policy's next-token distributions, and the one trained with the margin anchor the
+    log-probabilities of the policy's top tokens, less than the same expert trained without one."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -232,27 +235,32 @@ def test_an_anchored_expert_leaves_other_families_edit_replies_as_the_policy_has
     from skillgraft.skillworld.edit_replay import applied, edit_replay, reply_log_probs
     from skillgraft.skillworld.expert import messages
     from skillgraft.skillworld.dataset import record_steps
-    from skillgraft.skillworld.policy.lora_expert import train_lora_expert
+    from skillgraft.skillworld.policy.lora_expert import anchor_term, train_lora_expert
 
     folder, _, records = trained
     unseen, other = [records[2]], [records[0]]
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     replay = edit_replay(AutoTokenizer.from_pretrained(folder), messages(record_steps(other[0], False)))
 
-    def moved(delta) -> float:
+    def moved(delta) -> dict[str, float]:
         with torch.no_grad():
             before = reply_log_probs(model, replay)
             with applied(model, delta):
                 after = reply_log_probs(model, replay)
-        return torch.nn.functional.kl_div(after, before, log_target=True, reduction="batchmean").item()
+        return {kind: anchor_term(before, after, kind).item() for kind in ("kl", "margin")}
 
-    kl = {}
-    for weight in (0.0, 5.0):
-        report = train_lora_expert(folder, unseen, tmp_path / str(weight), rank=4, steps=20, lr=3e-2,
-                                   anchors=other if weight else (), anchor_weight=weight, show_progress=False)
+    far = {}
+    for kind, weight in (("none", 0.0), ("kl", 5.0), ("margin", 5.0)):
+        report = train_lora_expert(folder, unseen, tmp_path / kind, rank=4, steps=20, lr=3e-2,
+                                   anchors=other if weight else (), anchor_weight=weight,
+                                   anchor_loss="kl" if kind == "none" else kind, show_progress=False)
         assert report["anchors"] == (1 if weight else 0)
-        kl[weight] = moved(load_adapter(tmp_path / str(weight))[0])
-    assert kl[0.0] > 0 and kl[5.0] < 0.5 * kl[0.0], kl
+        far[kind] = moved(load_adapter(tmp_path / kind)[0])
+    for kind in ("kl", "margin"):
+        assert far["none"][kind] > 0 and far[kind][kind] < 0.5 * far["none"][kind], far
+    with pytest.raises(ValueError, match="anchor_loss"):
+        train_lora_expert(folder, unseen, tmp_path / "bad", rank=4, steps=1, anchors=other, anchor_loss="l2",
+                          show_progress=False)
 
 
 def test_a_lora_policy_on_a_chat_base_learns_the_replies_and_loads_as_an_adapter(trained, tmp_path):

@@ -140,16 +140,19 @@ def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the a
                      seed: int = typer.Option(0, help="Seed of the data order and the initial adapter."),
                      replay: int = typer.Option(0, min=0, help="Also train on this many episodes per seen family (not named in --families), so the expert leaves them alone: an adapter that writes its own edit everywhere breaks any merge it enters."),
                      min_scale: float = typer.Option(1.0, min=0.01, max=1.0, help="Apply the adapter at a scale drawn from [MIN_SCALE, 1] at each step, so that a weighted average with other experts still works (1: off)."),
-                     anchor: int = typer.Option(0, min=0, help="Also keep the policy's own next-token distribution (a KL term) over the edit replies of this many episodes per skill-only family not named in --families: the families other experts are for, which a merge should see moved by their expert only."),
-                     anchor_weight: float = typer.Option(0.1, min=0.0, help="Weight of that KL term against the behaviour-cloning loss (at 1, a 70-step case expert kept the other families and learnt none of its own edits; at 0.1 it learnt them)."),
+                     anchor: int = typer.Option(0, min=0, help="Also keep the policy's own next-token distributions (a KL term, or see --anchor-loss) over the edit replies of this many episodes per skill-only family not named in --families: the families other experts are for, which a merge should see moved by their expert only."),
+                     anchor_weight: float = typer.Option(0.1, min=0.0, help="Weight of that term against the behaviour-cloning loss (at 1, a 70-step case expert kept the other families and learnt none of its own edits; at 0.1 it learnt them)."),
+                     anchor_loss: str = typer.Option("kl", help="What that term keeps: kl (the policy's whole next-token distribution) or margin (the log-probabilities of its 8 top tokens at each position, so a token it already prefers is not made surer either; stricter: at 0.1 the format expert learnt its edit with it, the case and default experts did not)."),
                      register: bool = typer.Option(False, "--register", help="Also add it to the store as a checkpoint adapter."),
                      home: Optional[str] = HomeOption, store: Optional[str] = StoreOption):
     """Train a LoRA expert on the policy for some families (a CycleQD starting checkpoint)."""
     from skillgraft.skillworld.dataset import build_episodes
     from skillgraft.skillworld.default_model import ensure_policy, episode_cache
     from skillgraft.skillworld.families import SEEN, SKILL_ONLY
-    from skillgraft.skillworld.policy.lora_expert import train_lora_expert
+    from skillgraft.skillworld.policy.lora_expert import ANCHOR_LOSSES, train_lora_expert
 
+    if anchor_loss not in ANCHOR_LOSSES:
+        raise fail(f"--anchor-loss {anchor_loss}: must be one of {', '.join(ANCHOR_LOSSES)}", 2)
     settings = settings_from(home, store)
     fams = _families(families)
     policy_dir = policy or ensure_policy(settings.models)
@@ -168,7 +171,8 @@ def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the a
         strangers = [f for f in SKILL_ONLY if f not in fams]
         anchors = build_episodes(strangers, anchor, cache, progress=shown) if anchor else []
     report = train_lora_expert(Path(policy_dir), records, out, rank=rank, steps=steps, seed=seed, replay=replayed,
-                               min_scale=min_scale, anchors=anchors, anchor_weight=anchor_weight)
+                               min_scale=min_scale, anchors=anchors, anchor_weight=anchor_weight,
+                               anchor_loss=anchor_loss)
     console.print(f"expert for {', '.join(report['families'])} at {out}: rank {rank}, loss {report['first_loss']:.3f} "
                   f"→ {report['final_loss']:.3f} on {report['episodes']} episodes, {report['replay']} replayed, "
                   f"{report['anchors']} anchored")

@@ -20,12 +20,14 @@ from skillgraft.skillworld.policy.data import conversations
 from skillgraft.skillworld.policy.lora_policy import encode
 
 TARGETS = ("q_proj", "v_proj")
+ANCHOR_LOSSES = ("kl", "margin")
+MARGIN_TOKENS = 8  # the policy's top tokens per position whose log-probabilities the margin anchor keeps
 
 
 def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, rank: int = 8, steps: int = 150,
                       batch_size: int = 4, lr: float = 3e-3, seed: int = 0, replay: Sequence[dict] = (),
                       min_scale: float = 1.0, anchors: Sequence[dict] = (), anchor_weight: float = 0.1,
-                      show_progress: bool = True) -> dict:
+                      anchor_loss: str = "kl", show_progress: bool = True) -> dict:
     """Trains a rank-`rank` LoRA on records (without their skills in context: the expert must
     know its families by heart) and writes it to out_dir; returns the training report.
 
@@ -38,7 +40,12 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
     edit reply the expert must leave as the policy has it. Each step adds, times anchor_weight, the
     KL divergence from the policy's next-token distribution (adapter off) to the expert's over one
     anchor's edit reply: the whole distribution is kept, not only its greedy token, so that in a
-    merge the other group's expert is the only one that moves those replies."""
+    merge the other group's expert is the only one that moves those replies.
+
+    anchor_loss="margin" keeps the policy's margins there instead: the squared change of the
+    log-probabilities of the policy's top tokens at each position. KL hardly sees an expert that
+    makes a token the policy already prefers surer still, yet in a sum of experts that shift is
+    added to the logits the other group's expert has to overcome."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -46,6 +53,8 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
         raise ValueError(f"min_scale must be in (0, 1], not {min_scale}")
     if not records:
         raise ValueError("no episodes to train an expert on")
+    if anchor_loss not in ANCHOR_LOSSES:
+        raise ValueError(f"anchor_loss must be one of {', '.join(ANCHOR_LOSSES)}, not {anchor_loss!r}")
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(policy_dir)
     base = AutoModelForCausalLM.from_pretrained(policy_dir)
@@ -64,32 +73,42 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
     kept = [edit_replay(tokenizer, c) for c in conversations(list(anchors), seed=seed, with_skill=False)]
     losses = fit(model, examples, pad_id(tokenizer), Schedule(steps, batch_size, lr, 10, 0.0, seed),
                  label="training expert", show_progress=show_progress, before_step=rescale if min_scale < 1 else None,
-                 extra_loss=_anchor_loss(model, kept, anchor_weight, seed) if kept else None)
+                 extra_loss=_anchor_loss(model, kept, anchor_weight, anchor_loss, seed) if kept else None)
     for m in lora:
         m.scaling["default"] = full[id(m)]
     delta = lora_delta(model)
     families = sorted({r["family"] for r in records})
     save_adapter(delta, out_dir, base_model_name=str(policy_dir), fingerprint=fingerprint, target_modules=list(TARGETS),
                  metadata={"expert": families, "steps": steps, "episodes": len(records), "replay": len(replay),
-                           "anchors": len(kept), "anchor_weight": anchor_weight, "min_scale": min_scale})
+                           "anchors": len(kept), "anchor_weight": anchor_weight, "anchor_loss": anchor_loss,
+                           "min_scale": min_scale})
     report = {"families": families, "episodes": len(records), "replay": len(replay), "anchors": len(kept),
-              "anchor_weight": anchor_weight, "min_scale": min_scale,
+              "anchor_weight": anchor_weight, "anchor_loss": anchor_loss, "min_scale": min_scale,
               "rank": rank, "steps": steps,
               "first_loss": losses[0], "final_loss": sum(losses[-10:]) / len(losses[-10:])}
     (Path(out_dir) / "expert.json").write_text(json.dumps(report, indent=1))
     return report
 
 
-def _anchor_loss(model, replays: list[EditReplay], weight: float, seed: int):
-    """A step's anchor term: KL(policy || policy with the adapter) over the edit reply of one
-    anchor conversation, drawn in a fixed order from the seed."""
+def _anchor_loss(model, replays: list[EditReplay], weight: float, kind: str, seed: int):
+    """A step's anchor term over the edit reply of one anchor conversation, drawn in a fixed order
+    from the seed: KL(policy || policy with the adapter), or the margin term (see train_lora_expert)."""
     draw = random.Random(seed + 1)
 
     def loss(_step: int) -> torch.Tensor:
         replay = replays[draw.randrange(len(replays))]
         with torch.no_grad(), model.disable_adapter():
             target = reply_log_probs(model, replay)
-        moved = reply_log_probs(model, replay)
-        return weight * torch.nn.functional.kl_div(moved, target, log_target=True, reduction="batchmean")
+        return weight * anchor_term(target, reply_log_probs(model, replay), kind)
 
     return loss
+
+
+def anchor_term(target: torch.Tensor, moved: torch.Tensor, kind: str) -> torch.Tensor:
+    """How far next-token log-probabilities `moved` (one row per position) are from the policy's
+    `target`: KL(target || moved) per position, or ("margin") the squared change of the
+    log-probabilities of target's top MARGIN_TOKENS tokens summed per position; the mean over positions."""
+    if kind == "margin":
+        top = target.topk(MARGIN_TOKENS, -1).indices
+        return (moved.gather(-1, top) - target.gather(-1, top)).pow(2).sum(-1).mean()
+    return torch.nn.functional.kl_div(moved, target, log_target=True, reduction="batchmean")
