@@ -167,6 +167,17 @@ def _compiled_experts(root: Path, groups: dict[str, list[str]], policy: Path, hy
     return folders
 
 
+def pairs(values: list[str], flag: str) -> dict[str, str]:
+    """NAME=VALUE options (--experts, --groups) as a dict; a malformed one stops the bench, named."""
+    out = {}
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if not sep or not name or not rest:
+            raise SystemExit(f"{flag} {value!r}: expected NAME=VALUE")
+        out[name] = rest
+    return out
+
+
 def replay_sets(groups: dict[str, list[str]], per_group: int, offset: int) -> dict[str, list[list[dict]]]:
     """Held-out expert conversations (no skill in context) for each group, per_group of them."""
     from skillgraft.skillworld.dataset import record_steps
@@ -188,13 +199,13 @@ def skillworld_trials(root: Path, args) -> list[dict]:
     from skillgraft.skillworld.default_model import ensure_hypernet, ensure_policy
     from skillgraft.skillworld.generate import HELDOUT_START, generate
 
-    groups = {g.split("=", 1)[0]: g.split("=", 1)[1].split(",") for g in args.groups}
+    groups = {g: families.split(",") for g, families in pairs(args.groups, "--groups").items()}
     models = load_settings().models
     policy = Path(args.policy) if args.policy else ensure_policy(models)
     if args.compiled_experts:
         experts = _compiled_experts(root, groups, policy, Path(args.hypernet) if args.hypernet else ensure_hypernet(models))
     else:
-        experts = {g: Path(folder) for g, folder in (e.split("=", 1) for e in args.experts)}
+        experts = {g: Path(folder) for g, folder in pairs(args.experts, "--experts").items()}
     if set(groups) != set(experts) or len(groups) < 3:
         raise SystemExit("give --groups (three or more) and, unless --compiled-experts, --experts for the same names")
     store = Store(f"sqlite:///{root / 'store.db'}", root / "artifacts")

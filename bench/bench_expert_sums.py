@@ -14,16 +14,6 @@ import argparse
 from pathlib import Path
 
 
-def pairs(values: list[str], flag: str) -> dict[str, str]:
-    out = {}
-    for value in values:
-        name, sep, rest = value.partition("=")
-        if not sep or not name or not rest:
-            raise SystemExit(f"{flag} {value!r}: expected NAME=VALUE")
-        out[name] = rest
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--experts", action="append", default=[], help="NAME=ADAPTER_DIR, repeatable")
@@ -34,13 +24,14 @@ def main() -> None:
                     help="weight of each expert in the sum, one sum per weight")
     ap.add_argument("--policy", help="policy folder (default: the bundled default model)")
     args = ap.parse_args()
+    from bench.bench_cycleqd_world import pairs, replay_sets
+
     experts, groups = pairs(args.experts, "--experts"), pairs(args.groups, "--groups")
     if not experts or not groups:
         ap.error("give --experts and --groups")
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from bench.bench_cycleqd_world import replay_sets
     from skillgraft.hypernet.lora import concat
     from skillgraft.hypernet.peft_io import load_adapter
     from skillgraft.settings import load_settings

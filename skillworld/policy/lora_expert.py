@@ -92,14 +92,17 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
 
 def _anchor_loss(model, replays: list[EditReplay], weight: float, kind: str, seed: int):
     """A step's anchor term over the edit reply of one anchor conversation, drawn in a fixed order
-    from the seed: KL(policy || policy with the adapter), or the margin term (see train_lora_expert)."""
+    from the seed: KL(policy || policy with the adapter), or the margin term (see train_lora_expert).
+    The policy's own log-probabilities (adapter off, frozen) are computed once per anchor."""
     draw = random.Random(seed + 1)
+    targets: dict[int, torch.Tensor] = {}
 
     def loss(_step: int) -> torch.Tensor:
-        replay = replays[draw.randrange(len(replays))]
-        with torch.no_grad(), model.disable_adapter():
-            target = reply_log_probs(model, replay)
-        return weight * anchor_term(target, reply_log_probs(model, replay), kind)
+        i = draw.randrange(len(replays))
+        if i not in targets:
+            with torch.no_grad(), model.disable_adapter():
+                targets[i] = reply_log_probs(model, replays[i])
+        return weight * anchor_term(targets[i], reply_log_probs(model, replays[i]), kind)
 
     return loss
 
