@@ -67,3 +67,14 @@ class RunTuner(Protocol):
     (hypernet.tune.TunedCompiler): conversations as the model saw them, skill texts left out."""
 
     def compile_on_runs(self, text: str, conversations: Sequence[list[dict]]) -> LoraDelta: ...
+
+
+@runtime_checkable
+class AnchoredTuner(Protocol):
+    """A RunTuner that, while it tunes, keeps the model's replies on runs of other tasks as they
+    are (hypernet.tune.TunedCompiler with an anchor weight): `wants_anchors` until it has them."""
+
+    @property
+    def wants_anchors(self) -> bool: ...
+
+    def anchored(self, conversations: Sequence[list[dict]], key: str) -> SkillCompiler: ...

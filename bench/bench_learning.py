@@ -65,6 +65,11 @@ def parse() -> argparse.Namespace:
     p.add_argument("--tune-from", choices=["compiled", "fresh"], default="fresh",
                    help="tune the hypernetwork's adapter, or a fresh LoRA on its modules (the text then goes into no weight)")
     p.add_argument("--tune-lr", type=float, default=None, help="the tuning's learning rate (default: 5e-4 compiled, 5e-3 fresh)")
+    p.add_argument("--tune-anchor-weight", type=float, default=0.0,
+                   help="tuning: each step also keeps the model's replies on one of its own solved runs of "
+                        "--anchors-per-family held-out tasks of each seen family, times this weight (hypernet.anchor)")
+    p.add_argument("--tune-anchor-loss", choices=["kl", "margin"], default="kl")
+    p.add_argument("--anchors-per-family", type=int, default=2)
     p.add_argument("--models", type=Path, default=None, help="models folder (default HOME/models); trained on first use")
     p.add_argument("--policy", type=Path, default=None, help="a trained policy folder instead of the default model")
     p.add_argument("--hypernet", type=Path, default=None, help="a hypernetwork checkpoint instead of the default one")
@@ -91,7 +96,7 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def run_condition(label: str, plan, model, compiler, args, root: Path, validation=()) -> list:
+def run_condition(label: str, plan, model, compiler, args, root: Path, validation=(), anchors=()) -> list:
     """One learner from an empty store through every session; returns the session reports."""
     from skillgraft.skills.store import Store
 
@@ -103,7 +108,7 @@ def run_condition(label: str, plan, model, compiler, args, root: Path, validatio
                          practice=args.practice, practice_temperature=args.practice_temperature,
                          keep_confirmed=not args.rewrite_confirmed, unstick=Unstick() if args.unstick else None)
     learner = Learner(store, model, compiler, OfflineSummariser(test_command="python3 -m pytest -q"), config, home / "work",
-                      validation=validation, episodes=args.episodes)
+                      validation=validation, episodes=args.episodes, anchors=anchors)
     reports = []
     for i, tasks in enumerate(plan, 1):
         t0 = time.monotonic()
@@ -116,6 +121,8 @@ def run_condition(label: str, plan, model, compiler, args, root: Path, validatio
         for o in report.outcomes:
             if o.note:  # why a success taught nothing (a gate's refusal, an unchanged summary)
                 print(f"    {o.task_id}: {o.note}", flush=True)
+        for note in report.notes:  # the session's own (anchors, refinement, the periodic search)
+            print(f"    {note}", flush=True)
     reports.append(store)  # kept for the drift measurement; popped by the caller
     return reports
 
@@ -209,7 +216,9 @@ def main() -> None:
         hypernet = args.hypernet or ensure_hypernet(models, show_progress=False)
     print(f"policy {policy}, hypernet {hypernet} ready in {time.monotonic() - t0:.0f}s", flush=True)
     model = make_model(f"hf:{policy}", temperature=args.temperature)
-    compiler = make_compiler(hypernet, model, Tuning(args.tune_steps, args.tune_lr, args.tune_from) if args.tune_steps else None)
+    tuning = Tuning(args.tune_steps, args.tune_lr, args.tune_from, anchor_weight=args.tune_anchor_weight,
+                    anchor_loss=args.tune_anchor_loss) if args.tune_steps else None
+    compiler = make_compiler(hypernet, model, tuning)
     factory = partial(make_model, f"hf:{policy}", temperature=args.temperature)
     args.episodes = ray_runner(args.ray, factory, args.workers) or (
         LocalEpisodes(factory, args.workers) if args.workers > 1 else None)
@@ -221,11 +230,17 @@ def main() -> None:
     first = HELDOUT_START + 40_000 + 1_000 * args.seed
     validation = world_validation(families, SEEN, first, args.validation_per_family, args.validation_seen_per_family,
                                   lambda f, s: generate(f, s).task()) if args.gate else []
+    # The tuning's anchors: seen families, on seeds no session, validation or forgetting task comes from.
+    first = HELDOUT_START + 45_000 + 1_000 * args.seed
+    anchors = [generate(f, first + i).task() for f in SEEN for i in range(args.anchors_per_family)
+               ] if tuning is not None and tuning.anchor_weight else []
     print(f"{args.sessions} sessions x {args.tasks_per_session} tasks from {', '.join(families)}; "
           f"skill mode {args.skill_mode}, alpha {args.alpha}, rank {args.rank}, "
           + (f"temperature {args.temperature}" if args.temperature else "greedy")
           + (f"; gate on {len(validation)} validation tasks" if args.gate else "")
           + (f"; learned skills' adapters tuned on their runs ({compiler.tuning.tag})" if args.tune_steps and compiler else "")
+          + (f"; the global adapter's keep the model's runs of {len(anchors)} anchor tasks "
+             f"({args.tune_anchor_loss} weight {args.tune_anchor_weight:g})" if anchors else "")
           + (f"; learning on practises a failed task up to {args.practice} times at temperature {args.practice_temperature}"
              if args.practice else ""), flush=True)
 
@@ -238,7 +253,7 @@ def main() -> None:
     with folder as tmp:
         for label in args.conditions:
             print(f"condition {label}:", flush=True)
-            reports = run_condition(label, plan, model, compiler, args, Path(tmp), validation)
+            reports = run_condition(label, plan, model, compiler, args, Path(tmp), validation, anchors)
             stores[label] = reports.pop()
             results[label] = reports
         drift_figure = drift(stores["on"], args.rank, args) if "on" in stores and compiler is not None else None

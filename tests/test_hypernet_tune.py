@@ -132,8 +132,58 @@ def test_a_fresh_start_trains_a_new_lora_on_the_hypernetworks_modules_and_leaves
     assert reply_loss(base, one, conversation) < reply_loss(base, zero, conversation) - 0.04
 
 
+def other_run() -> list[dict]:
+    """A run of another task: the replies an adapter tuned on run_messages() should leave alone."""
+    return [
+        {"role": "system", "content": prompts.system_prompt()},
+        {"role": "user", "content": prompts.instance_prompt("test_total fails: 9 != 10.")},
+        {"role": "assistant", "content": prompts.assistant_reply("Find the function.", "grep -rn 'def total(' .")},
+        {"role": "user", "content": prompts.observation("./calc.py:7:def total(items):", 0)},
+        {"role": "assistant", "content": prompts.assistant_reply("Fix the range.", "sed -i 's/n - 1/n/' calc.py")},
+    ]
+
+
+def replies_moved(base, delta, conversation) -> float:
+    """KL from the base to the base with `delta` over the conversation's replies."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from skillgraft.hypernet.anchor import anchor_term, replies_log_probs
+    from skillgraft.hypernet.objectives import render_chat
+    from skillgraft.hypernet.peft_io import save_adapter
+
+    tokens = render_chat(AutoTokenizer.from_pretrained(base), conversation, 2048)
+    with tempfile.TemporaryDirectory() as folder:
+        save_adapter(delta, folder, base_model_name=None, fingerprint=None, target_modules=sorted(delta))
+        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), folder).eval()
+    with torch.no_grad():
+        moved = replies_log_probs(model, tokens.ids, tokens.target)
+        with model.disable_adapter():
+            before = replies_log_probs(model, tokens.ids, tokens.target)
+    return anchor_term(before, moved, "kl").item()
+
+
+def test_anchored_tuning_leaves_the_anchor_runs_replies_closer_to_the_base_and_is_cached_apart(parts):
+    base, compiler = parts
+    run, other = run_messages(), other_run()
+    plain = TunedCompiler(compiler, base, Tuning(steps=20, lr=3e-2))
+    wanting = TunedCompiler(compiler, base, Tuning(steps=20, lr=3e-2, anchor_weight=20.0))
+    assert not plain.wants_anchors and wanting.wants_anchors
+    anchored = wanting.anchored([other], "k1")
+    assert not anchored.wants_anchors
+    assert anchored.checkpoint_id == f"{compiler.checkpoint_id}+tuned-fresh-20x0.03-seed0+anchor-kl20-k1"
+    assert anchored.checkpoint_id != wanting.anchored([other], "k2").checkpoint_id
+    free, kept = plain.compile_on_runs(LEARNED, [run]), anchored.compile_on_runs(LEARNED, [run])
+    # KL 0.0098 unanchored, 0.00044 anchored here
+    assert replies_moved(base, kept, other) < 0.2 * replies_moved(base, free, other)
+    zero = {m: type(lr)(B=torch.zeros_like(lr.B), A=lr.A) for m, lr in kept.items()}
+    assert reply_loss(base, kept, run) < reply_loss(base, zero, run) - 0.04  # and it still learned the run
+
+
 @pytest.mark.parametrize("fields, message", [({"steps": 0}, "at least one step"), ({"lr": 0.0}, "above 0"),
-                                             ({"start": "scratch"}, "one of compiled, fresh")])
+                                             ({"start": "scratch"}, "one of compiled, fresh"),
+                                             ({"anchor_weight": -1.0}, "0 or more"),
+                                             ({"anchor_loss": "l2"}, "one of kl, margin")])
 def test_a_tuning_that_cannot_train_is_refused(fields, message):
     with pytest.raises(ValueError, match=message):
         Tuning(**fields)

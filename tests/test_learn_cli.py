@@ -100,6 +100,9 @@ def test_learn_refuses_bad_input_with_exit_code_2(tmp_path):
     tuned = runner.invoke(app, ["learn", str(task), "--model", f"replay:{replay}", "--tune-steps", "10",
                                 "--home", str(tmp_path)])
     assert tuned.exit_code == 2 and "--tune-steps tunes compiled skills" in " ".join(tuned.output.split())
+    anchored = runner.invoke(app, ["learn", str(task), "--model", f"replay:{replay}", "--tune-anchor-weight", "0.5",
+                                   "--home", str(tmp_path)])
+    assert anchored.exit_code == 2 and "give --tune-steps too" in " ".join(anchored.output.split())
     missing = runner.invoke(app, ["refine", "nope", "--tasks", str(task), "--tasks", str(task), "--home", str(tmp_path),
                                   "--model", f"replay:{replay}"])
     assert missing.exit_code == 2 and "no skill named 'nope'" in " ".join(missing.output.split())
@@ -117,6 +120,21 @@ def test_world_validation_holds_the_learned_families_and_one_task_of_each_seen_f
     for t in validation:
         by_family.setdefault(t.family, []).append(t)
     assert {f: len(ts) for f, ts in by_family.items()} == {**{f: 2 for f in learning}, **{f: 1 for f in SEEN}}
+
+
+def test_world_anchors_are_two_tasks_of_each_seen_family_apart_from_sessions_and_validation():
+    from collections import Counter
+
+    from skillgraft.jobs.learning import LearnOptions, anchor_tasks, plan_sessions
+    from skillgraft.skillworld.families import SEEN
+
+    options = LearnOptions(world="skillworld", families=["learning"], sessions=2, per_session=3)
+    assert anchor_tasks(options) == []  # no anchor weight, no anchors
+    anchored = LearnOptions(world="skillworld", families=["learning"], sessions=2, per_session=3, anchor_weight=0.5)
+    anchors = anchor_tasks(anchored)
+    assert Counter(t.family for t in anchors) == {f: 2 for f in SEEN}
+    plan, validation = plan_sessions(anchored)
+    assert not {t.id for t in anchors} & ({t.id for tasks in plan for t in tasks} | {t.id for t in validation})
 
 
 def test_the_learners_temperature_reaches_its_model_and_every_worker_model(tmp_path):

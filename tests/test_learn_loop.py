@@ -172,3 +172,44 @@ def test_a_killed_session_is_closed_by_check_and_carried_on_by_the_next_learn(tm
     again = Learner(store, ReplayModel([prompts.assistant_reply("Done.", "submit")] * 3), None, OfflineSummariser(),
                     LearnConfig(skill_mode="context"), tmp_path / "w3").run_session(tasks, label="resumable")
     assert again.session_id != killed.id and again.number == 2  # a finished session is never reopened
+
+
+def test_a_learner_with_anchors_folds_adapters_that_keep_their_runs_and_gives_a_skills_runs_its_own(parts, tmp_path):
+    from learn_support import PoolExpert
+    from skillgraft.hypernet.tune import TunedCompiler, Tuning
+    from skillgraft.skillworld.generate import HELDOUT_START, generate
+
+    base, compiler = parts
+    tuned = TunedCompiler(compiler, base, Tuning(steps=2, lr=1e-2, anchor_weight=1.0))
+    learnt, again, anchor = (generate(f, HELDOUT_START + s) for f, s in
+                             (("off_by_one", 25), ("off_by_one", 26), ("wrong_constant", 27)))
+    model = PoolExpert(HFModel(base, max_new_tokens=8), [learnt, again, anchor])
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
+    config = LearnConfig(skill_mode="parametric", ema=EmaConfig(alpha=0.5, rank=8))
+
+    def learner() -> Learner:
+        return Learner(store, model, tuned, OfflineSummariser(), config, tmp_path / "work", anchors=[anchor.task()])
+
+    first = learner().run_session([learnt.task()])
+    assert first.outcomes[0].success and first.outcomes[0].learned == "off-by-one@v1"
+    assert any("keep the model's runs of 1 anchor tasks (1 run)" in note for note in first.notes)
+    anchor_run = tmp_path / "work" / "anchors" / "000.json"
+    assert anchor_run.is_file()
+    version = store.latest_version("off-by-one")
+    [folded] = store.latest_global().provenance["combined"]
+    kept = store.adapter(folded["adapter_id"])
+    assert kept.skill_version_id == version.id
+    assert kept.hypernet_ckpt.startswith(tuned.checkpoint_id + "+anchor-kl1-")  # tuned keeping the anchor's run
+    assert store.find_compiled(version.id, tuned.checkpoint_id) is None  # no run has retrieved the skill yet
+
+    # a new learner reads the anchor runs instead of running them again; the skill's next run gets
+    # the global adapter and the skill's own adapter, tuned without anchors
+    written = anchor_run.stat().st_mtime_ns
+    second = learner().run_session([again.task()])
+    assert anchor_run.stat().st_mtime_ns == written
+    assert second.outcomes[0].success and second.outcomes[0].skills == ["off-by-one@v1"]
+    own = store.find_compiled(version.id, tuned.checkpoint_id)
+    assert own is not None and own.id != kept.id
+    row = store.trajectories(session_id=second.session_id)[0]
+    assert row.adapter_ids == [store.global_history()[0].id, own.id]
+    assert store.latest_global().provenance["combined"][-1]["adapter_id"] == kept.id  # the same anchored adapter

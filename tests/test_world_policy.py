@@ -235,7 +235,8 @@ def test_an_anchored_expert_leaves_other_families_edit_replies_as_the_policy_has
     from skillgraft.skillworld.edit_replay import applied, edit_replay, reply_log_probs
     from skillgraft.skillworld.expert import messages
     from skillgraft.skillworld.dataset import record_steps
-    from skillgraft.skillworld.policy.lora_expert import anchor_term, train_lora_expert
+    from skillgraft.hypernet.anchor import anchor_term
+    from skillgraft.skillworld.policy.lora_expert import train_lora_expert
 
     folder, _, records = trained
     unseen, other = [records[2]], [records[0]]
@@ -258,7 +259,7 @@ def test_an_anchored_expert_leaves_other_families_edit_replies_as_the_policy_has
         far[kind] = moved(load_adapter(tmp_path / kind)[0])
     for kind in ("kl", "margin"):
         assert far["none"][kind] > 0 and far[kind][kind] < 0.5 * far["none"][kind], far
-    with pytest.raises(ValueError, match="anchor_loss"):
+    with pytest.raises(ValueError, match="anchor loss must be one of kl, margin"):
         train_lora_expert(folder, unseen, tmp_path / "bad", rank=4, steps=1, anchors=other, anchor_loss="l2",
                           show_progress=False)
 

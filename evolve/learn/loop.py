@@ -29,11 +29,12 @@ from pathlib import Path
 from skillgraft.agent.episodes import EpisodeJob, EpisodeRunner
 from skillgraft.agent.loadout import SKILL_MODES, GivenSkill, Loadout, SkillMode, make_loadout
 from skillgraft.agent.models.base import AdapterModel, Model, Sampling
-from skillgraft.agent.seams import SkillCompiler
+from skillgraft.agent.seams import AnchoredTuner, SkillCompiler
 from skillgraft.agent.runner import RunResult, run_task
 from skillgraft.agent.skill_adapters import compiled_adapter
 from skillgraft.agent.task import Task
 from skillgraft.agent.unstick import Unstick
+from skillgraft.evolve.learn.anchors import anchor_runs
 from skillgraft.evolve.learn.choose import retrieve, target_skill
 from skillgraft.evolve.learn.episode import episode_from_run
 from skillgraft.evolve.learn.evaluate import AgentScorer
@@ -127,18 +128,24 @@ class Learner:
     def __init__(self, store: Store, model: Model, compiler: SkillCompiler | None, summariser: Summariser,
                  config: LearnConfig, workdir: Path, *, validation: Sequence[Task] = (), refiner: Refiner | None = None,
                  periodic: Callable[["Learner", int], str | None] | None = None,
-                 episodes: EpisodeRunner | None = None):
+                 episodes: EpisodeRunner | None = None, anchors: Sequence[Task] = ()):
         """`compiler` may be None (a model without adapters: skills in context only); `refiner` is
         a refine.Refiner used on weak skills; `periodic(learner, session_number)` runs after a
         session (CycleQD) and returns a note. `episodes` runs a session's tasks `episodes.workers`
         at a time (on a Ray cluster, say): each wave gets what was learned before it, and its
-        results are recorded and learned from in task order; without it, one task after another."""
+        results are recorded and learned from in task order; without it, one task after another.
+        `anchors`: tasks the model solves now (other families than the ones it learns), whose runs
+        a compiler that tunes with an anchor weight keeps as they are in the adapter it makes for
+        the global adapter, which every run gets (evolve.learn.anchors); a skill's own runs get
+        its adapter tuned without them."""
         self.store, self.model, self.compiler = store, model, compiler
         self.summariser, self.config = summariser, config
         self.workdir = Path(workdir)
         self.refiner = refiner
         self.periodic = periodic
         self.episodes = episodes
+        self.anchors = list(anchors)
+        self._fold_compiler: SkillCompiler | None = None  # the compiler of what the global adapter folds, with anchors
         # Validation runs as the session's own: on its episode runner where it has one.
         self.gate = ValidationGate(validation, AgentScorer(model, config.sandbox, config.image, episodes=episodes))
         self.parametric = compiler is not None and isinstance(model, AdapterModel)
@@ -159,6 +166,8 @@ class Learner:
         number = 1 + sum(1 for s in self.store.sessions(kind="learn")
                          if saved_id(s.id) < session_id and (s.config or {}).get("learning") == self.config.learning)
         report = SessionReport(session_id, number, self._finished(session_id, tasks))
+        if self.config.learning:
+            report.notes += self._anchor_tuning()
         left = list(tasks[len(report.outcomes):])
         wave = self.episodes.workers if self.episodes is not None else 1
         while left:
@@ -175,6 +184,20 @@ class Learner:
                     report.notes.append(note)
         self.store.end_session(session_id, report.summary())
         return report
+
+    def _anchor_tuning(self) -> list[str]:
+        """The compiler of what the global adapter folds: with anchors, once the model's runs of
+        the anchor tasks are at hand, where the compiler tunes with an anchor weight."""
+        compiler = self.compiler
+        if (self._fold_compiler is not None or not self.anchors or not isinstance(compiler, AnchoredTuner)
+                or not compiler.wants_anchors):
+            return []
+        conversations, key, ran = anchor_runs(self.anchors, self._results, self.workdir / "anchors")
+        if not conversations:
+            return [f"no anchor task of {ran} was solved: the global adapter folds adapters tuned without anchors"]
+        self._fold_compiler = compiler.anchored(conversations, key)
+        return [f"the global adapter folds learned adapters that keep the model's runs of {len(conversations)} "
+                f"anchor tasks ({ran} run)"]
 
     def _finished(self, session_id: int, tasks: Sequence[Task]) -> list[TaskOutcome]:
         """The outcomes of the tasks a resumed session had already run (its first tasks, in order)."""
@@ -290,7 +313,7 @@ class Learner:
             return None
         if self.compiler is None or not self.parametric:
             return None
-        adapter = compiled_adapter(self.store, self.compiler, version)
+        adapter = compiled_adapter(self.store, self._fold_compiler or self.compiler, version)
         fold = fold_into_global(
             self.store, saved_id(adapter.id), self.config.ema,
             provenance={"skill_version_id": version.id, "trajectory_id": trajectory_id, "session_id": session_id},

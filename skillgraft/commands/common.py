@@ -41,13 +41,15 @@ def settings_from(home: Optional[str], store: Optional[str]) -> Settings:
     return load_settings(home, store)
 
 
-def tuning_of(steps: int, start: TuneStart) -> "Tuning | None":
-    """The tuning --tune-steps and --tune-from ask for; None for none."""
+def tuning_of(steps: int, start: TuneStart, anchor_weight: float = 0.0) -> "Tuning | None":
+    """The tuning --tune-steps, --tune-from and --tune-anchor-weight ask for; None for none."""
     if not steps:
+        if anchor_weight:
+            raise fail("--tune-anchor-weight weighs a part of the tuning: give --tune-steps too", 2)
         return None
     from skillgraft.hypernet.tune import Tuning
 
-    return Tuning(steps, start=start.value)
+    return Tuning(steps, start=start.value, anchor_weight=anchor_weight)
 
 
 def fail(message: str, code: int = 1) -> "typer.Exit":

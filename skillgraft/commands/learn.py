@@ -67,6 +67,8 @@ def learn(
     skill_mode: SkillMode = typer.Option(SkillMode.auto, "--skill-mode", help="How skills reach the model; auto: parametric when a hypernetwork and an adapter model are there, else context."),
     tune_steps: int = typer.Option(0, "--tune-steps", min=0, help="Compiled skills: tune each learned skill's adapter N gradient steps on the run it was summarised from, with its text out of the prompt, so that the adapter carries what the run did (about 20 s a skill on 2 cores at N=10). Folded into the global adapter, such adapters made runs of other families apply the learned fix (seen families 5/18 against 18/18): use it with --gate, which refuses those updates (each learned skill's adapter then reaches its own family's runs only). 0: the hypernetwork's adapter as it is."),
     tune_from: TuneStart = TuneFromOption,
+    tune_anchor_weight: float = typer.Option(0.0, "--tune-anchor-weight", min=0.0, help="With --tune-steps: the adapter a learned skill adds to the global adapter, which every run gets, is tuned keeping the model's replies on its own solved runs of the anchor tasks (--anchor-task; world: two of each seen family), each step this weight times the KL divergence it causes there. The skill's own runs still get its adapter tuned without them. 0: off."),
+    anchor_tasks: list[Path] = typer.Option([], "--anchor-task", help="With --tune-anchor-weight: a task file the model already solves, whose run learned adapters must leave as it is. Repeatable."),
     summariser: str = typer.Option("offline", "--summariser", help=f"Who writes skills from successes: {HELP_ROLE}"),
     generator: str = typer.Option("offline", "--generator", help=f"Who revises weak skills: {HELP_ROLE}"),
     refine_below: Optional[float] = typer.Option(None, "--refine-below", min=0.0, max=1.0, help="Refine a skill whose success rate in a session is below this (needs validation tasks)."),
@@ -104,12 +106,12 @@ def learn(
                            summariser, generator, refine_below, validation, gate, sandbox, image, seed,
                            ray=ray, workers=workers, retries=retries, temperature=temperature, practice=practice,
                            practice_temperature=practice_temperature, keep_confirmed=keep_confirmed,
-                           unstick=unstick)
+                           unstick=unstick, anchors=anchor_tasks, anchor_weight=tune_anchor_weight)
     with job_exits():
         plan, held_out = plan_sessions(options)
         join_cluster(settings, ClusterOptions(options.ray))  # before the model is built here
         roles = agent_roles(settings, options.model, options.hypernet, options.skill_mode, options.summariser, options.generator,
-                            options.temperature, tuning_of(tune_steps, tune_from))
+                            options.temperature, tuning_of(tune_steps, tune_from, tune_anchor_weight))
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, disable=json_out, transient=True) as progress:
             bar = progress.add_task("learning", total=sum(len(s) for s in plan) * len(run_labels(options)))

@@ -149,7 +149,8 @@ def train_expert_cmd(out: Path = typer.Argument(..., help="Folder to write the a
     from skillgraft.skillworld.dataset import build_episodes
     from skillgraft.skillworld.default_model import ensure_policy, episode_cache
     from skillgraft.skillworld.families import SEEN, SKILL_ONLY
-    from skillgraft.skillworld.policy.lora_expert import ANCHOR_LOSSES, train_lora_expert
+    from skillgraft.hypernet.anchor import ANCHOR_LOSSES
+    from skillgraft.skillworld.policy.lora_expert import train_lora_expert
 
     if anchor_loss not in ANCHOR_LOSSES:
         raise fail(f"--anchor-loss {anchor_loss}: must be one of {', '.join(ANCHOR_LOSSES)}", 2)

@@ -97,6 +97,8 @@ class LearnOptions:
     practice_temperature: float = 1.0
     keep_confirmed: bool = True  # a success that followed a skill version that holds up keeps it
     unstick: bool = True  # go back and redraw when a command is proposed again on the same files (agent.unstick)
+    anchors: Sequence[Path] = ()  # tasks whose runs a tuning with an anchor weight keeps (world: drawn)
+    anchor_weight: float = 0.0  # the tuning's anchor weight (its Tuning carries it; here: whether to draw anchors)
 
 
 def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:
@@ -128,9 +130,25 @@ def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:
         else:
             plan = split_sessions([load_task(p) for p in options.tasks], options.sessions, options.per_session)
             held_out = []
+        anchor_tasks(options)  # a bad anchor file is refused before anything runs
         return plan, [load_task(p) for p in options.validation] or held_out
     except (TaskError, KeyError, ValueError) as exc:
         raise JobError(str(exc), BAD_INPUT) from exc
+
+
+def anchor_tasks(options: LearnOptions) -> list[Task]:
+    """The tasks whose runs learned adapters keep as they are (evolve.learn.anchors): the anchor
+    files, or in a world two held-out tasks of each seen family on seeds no session or validation
+    task comes from; none without an anchor weight."""
+    if not options.anchor_weight:
+        return []
+    if options.anchors or options.world is None:
+        return [load_task(p) for p in options.anchors]
+    from skillgraft.skillworld.families import SEEN
+    from skillgraft.skillworld.generate import HELDOUT_START, generate
+
+    first = HELDOUT_START + 10_000 * options.seed + 7_000
+    return [generate(f, first + i).task() for f in SEEN for i in range(2)]
 
 
 def run_labels(options: LearnOptions) -> list[str]:
@@ -184,6 +202,7 @@ def _sessions(settings: Settings, options: LearnOptions, roles: AgentRoles, plan
                            keep_confirmed=options.keep_confirmed, unstick=Unstick() if options.unstick else None)
 
     runs = [(label, config_for(label == "on")) for label in run_labels(options)]
+    anchors = anchor_tasks(options)
     store = Store(settings.store_url, settings.artifacts)
     reports: dict[str, list[SessionReport]] = {}
     try:
@@ -196,7 +215,8 @@ def _sessions(settings: Settings, options: LearnOptions, roles: AgentRoles, plan
             periodic = (cycleqd_every(held_out, lambda: roles.model, sandbox=config.sandbox, image=config.image)
                         if config.cycleqd_every else None)
             learner = Learner(store, roles.model, roles.compiler, roles.summariser, config, settings.cache / "learn",
-                              validation=held_out, refiner=refiner, periodic=periodic, episodes=episodes)
+                              validation=held_out, refiner=refiner, periodic=periodic, episodes=episodes,
+                              anchors=anchors)
             reports[label] = []
             for number, tasks in enumerate(plan, 1):
                 on_session(label, number)

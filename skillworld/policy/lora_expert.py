@@ -13,15 +13,14 @@ from pathlib import Path
 
 import torch
 
+from skillgraft.hypernet.anchor import anchored_loss, check_anchor_loss
 from skillgraft.hypernet.fit import Schedule, fit, pad_id
 from skillgraft.hypernet.peft_io import lora_delta, lora_modules, model_fingerprint, save_adapter
-from skillgraft.skillworld.edit_replay import EditReplay, edit_replay, reply_log_probs
+from skillgraft.skillworld.edit_replay import edit_replay, reply_log_probs
 from skillgraft.skillworld.policy.data import conversations
 from skillgraft.skillworld.policy.lora_policy import encode
 
 TARGETS = ("q_proj", "v_proj")
-ANCHOR_LOSSES = ("kl", "margin")
-MARGIN_TOKENS = 8  # the policy's top tokens per position whose log-probabilities the margin anchor keeps
 
 
 def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, rank: int = 8, steps: int = 150,
@@ -53,8 +52,7 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
         raise ValueError(f"min_scale must be in (0, 1], not {min_scale}")
     if not records:
         raise ValueError("no episodes to train an expert on")
-    if anchor_loss not in ANCHOR_LOSSES:
-        raise ValueError(f"anchor_loss must be one of {', '.join(ANCHOR_LOSSES)}, not {anchor_loss!r}")
+    check_anchor_loss(anchor_loss)
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(policy_dir)
     base = AutoModelForCausalLM.from_pretrained(policy_dir)
@@ -73,7 +71,8 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
     kept = [edit_replay(tokenizer, c) for c in conversations(list(anchors), seed=seed, with_skill=False)]
     losses = fit(model, examples, pad_id(tokenizer), Schedule(steps, batch_size, lr, 10, 0.0, seed),
                  label="training expert", show_progress=show_progress, before_step=rescale if min_scale < 1 else None,
-                 extra_loss=_anchor_loss(model, kept, anchor_weight, anchor_loss, seed) if kept else None)
+                 extra_loss=anchored_loss(model, len(kept), lambda i: reply_log_probs(model, kept[i]), anchor_weight,
+                                          anchor_loss, seed) if kept else None)
     for m in lora:
         m.scaling["default"] = full[id(m)]
     delta = lora_delta(model)
@@ -88,30 +87,3 @@ def train_lora_expert(policy_dir: Path, records: list[dict], out_dir: Path, *, r
               "first_loss": losses[0], "final_loss": sum(losses[-10:]) / len(losses[-10:])}
     (Path(out_dir) / "expert.json").write_text(json.dumps(report, indent=1))
     return report
-
-
-def _anchor_loss(model, replays: list[EditReplay], weight: float, kind: str, seed: int):
-    """A step's anchor term over the edit reply of one anchor conversation, drawn in a fixed order
-    from the seed: KL(policy || policy with the adapter), or the margin term (see train_lora_expert).
-    The policy's own log-probabilities (adapter off, frozen) are computed once per anchor."""
-    draw = random.Random(seed + 1)
-    targets: dict[int, torch.Tensor] = {}
-
-    def loss(_step: int) -> torch.Tensor:
-        i = draw.randrange(len(replays))
-        if i not in targets:
-            with torch.no_grad(), model.disable_adapter():
-                targets[i] = reply_log_probs(model, replays[i])
-        return weight * anchor_term(targets[i], reply_log_probs(model, replays[i]), kind)
-
-    return loss
-
-
-def anchor_term(target: torch.Tensor, moved: torch.Tensor, kind: str) -> torch.Tensor:
-    """How far next-token log-probabilities `moved` (one row per position) are from the policy's
-    `target`: KL(target || moved) per position, or ("margin") the squared change of the
-    log-probabilities of target's top MARGIN_TOKENS tokens summed per position; the mean over positions."""
-    if kind == "margin":
-        top = target.topk(MARGIN_TOKENS, -1).indices
-        return (moved.gather(-1, top) - target.gather(-1, top)).pow(2).sum(-1).mean()
-    return torch.nn.functional.kl_div(moved, target, log_target=True, reduction="batchmean")
