@@ -239,7 +239,7 @@ def main() -> None:
           + (f"temperature {args.temperature}" if args.temperature else "greedy")
           + (f"; gate on {len(validation)} validation tasks" if args.gate else "")
           + (f"; learned skills' adapters tuned on their runs ({compiler.tuning.tag})" if args.tune_steps and compiler else "")
-          + (f"; the global adapter's keep the model's runs of {len(anchors)} anchor tasks "
+          + (f"; the adapters the global adapter folds keep the model's runs of {len(anchors)} anchor tasks "
              f"({args.tune_anchor_loss} weight {args.tune_anchor_weight:g})" if anchors else "")
           + (f"; learning on practises a failed task up to {args.practice} times at temperature {args.practice_temperature}"
              if args.practice else ""), flush=True)

@@ -137,7 +137,8 @@ class TunedCompiler:
         self.inner, self.base_config, self.tuning = inner, base_config, tuning
         self.meta = inner.meta
         self.anchors, self.anchors_key = list(anchors), anchors_key
-        kept = f"+anchor-{tuning.anchor_loss}{tuning.anchor_weight:g}-{anchors_key}" if self.anchors and tuning.anchor_weight else ""
+        anchored = self.anchors and tuning.anchor_weight
+        kept = f"+anchor-{tuning.anchor_loss}{tuning.anchor_weight:g}-{anchors_key}" if anchored else ""
         self.checkpoint_id = f"{inner.checkpoint_id}+{tuning.tag}{kept}"
 
     @property

@@ -103,6 +103,9 @@ def test_learn_refuses_bad_input_with_exit_code_2(tmp_path):
     anchored = runner.invoke(app, ["learn", str(task), "--model", f"replay:{replay}", "--tune-anchor-weight", "0.5",
                                    "--home", str(tmp_path)])
     assert anchored.exit_code == 2 and "give --tune-steps too" in " ".join(anchored.output.split())
+    loose = runner.invoke(app, ["learn", str(task), "--model", f"replay:{replay}", "--anchor-task", str(task),
+                                "--home", str(tmp_path)])
+    assert loose.exit_code == 2 and "give --tune-anchor-weight too" in " ".join(loose.output.split())
     missing = runner.invoke(app, ["refine", "nope", "--tasks", str(task), "--tasks", str(task), "--home", str(tmp_path),
                                   "--model", f"replay:{replay}"])
     assert missing.exit_code == 2 and "no skill named 'nope'" in " ".join(missing.output.split())

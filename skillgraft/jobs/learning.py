@@ -112,6 +112,8 @@ def plan_sessions(options: LearnOptions) -> tuple[list[list[Task]], list[Task]]:
         LearnConfig(practice=options.practice, practice_temperature=options.practice_temperature)
     except ValueError as exc:
         raise JobError(f"--practice: {exc}", BAD_INPUT) from exc
+    if options.anchors and not options.anchor_weight:
+        raise JobError("--anchor-task gives the tuning anchors: give --tune-anchor-weight too", BAD_INPUT)
     if bool(options.tasks) == (options.world is not None):
         raise JobError("give task files or --world skillworld (one of the two)", BAD_INPUT)
     try:
