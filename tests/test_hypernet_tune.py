@@ -33,19 +33,27 @@ def run_messages(skill_text: str | None = None) -> list[dict]:
     ]
 
 
-def reply_loss(base, delta, conversation) -> float:
+def with_adapter(base, delta):
+    """The base with `delta` as its PEFT adapter, for reading."""
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    from skillgraft.hypernet.peft_io import save_adapter
+
+    with tempfile.TemporaryDirectory() as folder:
+        save_adapter(delta, folder, base_model_name=None, fingerprint=None, target_modules=sorted(delta))
+        return PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), folder).eval()
+
+
+def reply_loss(base, delta, conversation) -> float:
+    from transformers import AutoTokenizer
 
     from skillgraft.hypernet.evaluate import token_loss
     from skillgraft.hypernet.fit import collate, pad_id
     from skillgraft.hypernet.objectives import render_chat
-    from skillgraft.hypernet.peft_io import save_adapter
 
     tokenizer = AutoTokenizer.from_pretrained(base)
-    with tempfile.TemporaryDirectory() as folder:
-        save_adapter(delta, folder, base_model_name=None, fingerprint=None, target_modules=sorted(delta))
-        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), folder).eval()
+    model = with_adapter(base, delta)
     tokens = render_chat(tokenizer, conversation, 2048)
     ids, labels, attn = collate([(tokens.ids, [int(t) for t in tokens.target])], pad_id(tokenizer))
     with torch.no_grad():
@@ -145,17 +153,13 @@ def other_run() -> list[dict]:
 
 def replies_moved(base, delta, conversation) -> float:
     """KL from the base to the base with `delta` over the conversation's replies."""
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from skillgraft.hypernet.anchor import anchor_term, replies_log_probs
     from skillgraft.hypernet.objectives import render_chat
-    from skillgraft.hypernet.peft_io import save_adapter
 
     tokens = render_chat(AutoTokenizer.from_pretrained(base), conversation, 2048)
-    with tempfile.TemporaryDirectory() as folder:
-        save_adapter(delta, folder, base_model_name=None, fingerprint=None, target_modules=sorted(delta))
-        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), folder).eval()
+    model = with_adapter(base, delta)
     with torch.no_grad():
         moved = replies_log_probs(model, tokens.ids, tokens.target)
         with model.disable_adapter():

@@ -17,6 +17,7 @@ from pathlib import Path
 from skillgraft.agent.episodes import EpisodeJob
 from skillgraft.agent.loadout import NOTHING
 from skillgraft.agent.runner import RunResult
+from skillgraft.agent.seams import AnchoredTuner, SkillCompiler
 from skillgraft.agent.task import Task
 from skillgraft.agent.trajectory import conversation_without_skills
 
@@ -42,3 +43,18 @@ def anchor_runs(tasks: Sequence[Task], run: Callable[[Sequence[EpisodeJob]], dic
     conversations = [conversation_without_skills(folder / f"{i:03d}.json") for i in solved]
     key = hashlib.sha256("\0".join(ids[i] for i in solved).encode()).hexdigest()[:12]
     return conversations, key, len(ids)
+
+
+def fold_compiler(compiler: SkillCompiler | None, tasks: Sequence[Task],
+                  run: Callable[[Sequence[EpisodeJob]], dict[int, RunResult]],
+                  folder: Path) -> tuple[SkillCompiler | None, str | None]:
+    """(the compiler of what the global adapter folds, a note): `compiler` keeping the model's
+    solved runs of `tasks`, where it tunes with an anchor weight and some task was solved; else
+    (None, a note or None)."""
+    if not tasks or not isinstance(compiler, AnchoredTuner) or not compiler.wants_anchors:
+        return None, None
+    conversations, key, ran = anchor_runs(tasks, run, folder)
+    if not conversations:
+        return None, f"no anchor task of {ran} was solved: the global adapter folds adapters tuned without anchors"
+    return compiler.anchored(conversations, key), (f"the global adapter folds learned adapters that keep the model's "
+                                                   f"runs of {len(conversations)} anchor tasks ({ran} run)")

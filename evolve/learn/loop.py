@@ -29,12 +29,12 @@ from pathlib import Path
 from skillgraft.agent.episodes import EpisodeJob, EpisodeRunner
 from skillgraft.agent.loadout import SKILL_MODES, GivenSkill, Loadout, SkillMode, make_loadout
 from skillgraft.agent.models.base import AdapterModel, Model, Sampling
-from skillgraft.agent.seams import AnchoredTuner, SkillCompiler
+from skillgraft.agent.seams import SkillCompiler
 from skillgraft.agent.runner import RunResult, run_task
 from skillgraft.agent.skill_adapters import compiled_adapter
 from skillgraft.agent.task import Task
 from skillgraft.agent.unstick import Unstick
-from skillgraft.evolve.learn.anchors import anchor_runs
+from skillgraft.evolve.learn.anchors import fold_compiler
 from skillgraft.evolve.learn.choose import retrieve, target_skill
 from skillgraft.evolve.learn.episode import episode_from_run
 from skillgraft.evolve.learn.evaluate import AgentScorer
@@ -186,18 +186,11 @@ class Learner:
         return report
 
     def _anchor_tuning(self) -> list[str]:
-        """The compiler of what the global adapter folds: with anchors, once the model's runs of
-        the anchor tasks are at hand, where the compiler tunes with an anchor weight."""
-        compiler = self.compiler
-        if (self._fold_compiler is not None or not self.anchors or not isinstance(compiler, AnchoredTuner)
-                or not compiler.wants_anchors):
+        """The compiler of what the global adapter folds, with anchors (evolve.learn.anchors), once."""
+        if self._fold_compiler is not None:
             return []
-        conversations, key, ran = anchor_runs(self.anchors, self._results, self.workdir / "anchors")
-        if not conversations:
-            return [f"no anchor task of {ran} was solved: the global adapter folds adapters tuned without anchors"]
-        self._fold_compiler = compiler.anchored(conversations, key)
-        return [f"the global adapter folds learned adapters that keep the model's runs of {len(conversations)} "
-                f"anchor tasks ({ran} run)"]
+        self._fold_compiler, note = fold_compiler(self.compiler, self.anchors, self._results, self.workdir / "anchors")
+        return [note] if note else []
 
     def _finished(self, session_id: int, tasks: Sequence[Task]) -> list[TaskOutcome]:
         """The outcomes of the tasks a resumed session had already run (its first tasks, in order)."""
