@@ -246,15 +246,17 @@ def test_cycleqd_runs_every_k_sessions_over_the_global_history(parts, tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
     validation = [a.task(), c.task()]  # two families: two CycleQD tasks
     config = LearnConfig(skill_mode="parametric", cycleqd_every=2, ema=EmaConfig(alpha=0.5, rank=8))
-    hook = cycleqd_every(validation, lambda: model, generations=1)
+    told = []
+    hook = cycleqd_every(validation, lambda: model, generations=1, on_generation=lambda done, of: told.append((done, of)))
     learner = Learner(store, model, compiler, OfflineSummariser(), config, tmp_path / "work", validation=validation,
                       periodic=hook)
 
     first = learner.run_session([a.task()])
-    assert not any("CycleQD" in n for n in first.notes) and store.qd_runs() == []
+    assert not any("CycleQD" in n for n in first.notes) and store.qd_runs() == [] and told == []
     second = learner.run_session([b.task()])
     notes = [n for n in second.notes if n.startswith("CycleQD after session 2")]
     assert len(notes) == 1, second.notes
+    assert told == [(0, 1), (1, 1)]  # the starting population, then the one generation
     (run,) = store.qd_runs()
     # the population was the two global versions; each family is an archive holding elites
     assert sorted(run.config["tasks"]) == ["inverted_comparison", "off_by_one"]

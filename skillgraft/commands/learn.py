@@ -115,17 +115,18 @@ def learn(
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, disable=json_out, transient=True) as progress:
             bar = progress.add_task("learning", total=sum(len(s) for s in plan) * len(run_labels(options)))
-            where = {"session": "learning", "cluster": ""}
+            where = {"session": "learning", "search": "", "cluster": ""}
 
             def show(**part: str) -> None:
                 where.update(part)
-                progress.update(bar, description=where["session"] + where["cluster"])
+                progress.update(bar, description=where["session"] + where["search"] + where["cluster"])
 
             reports = learn_job(
                 settings, options, roles, plan, held_out,
-                on_session=lambda label, i: show(session=f"learning {label} · session {i}/{len(plan)}"),
+                on_session=lambda label, i: show(session=f"learning {label} · session {i}/{len(plan)}", search=""),
                 on_outcome=lambda: progress.advance(bar),
-                on_cluster=lambda tally: show(cluster=f" · {tally.describe()}"))
+                on_cluster=lambda tally: show(cluster=f" · {tally.describe()}"),
+                on_search=lambda done, of: show(search=f" · CycleQD {done}/{of} generations"))
 
     points = {label: [SessionPoint(i + 1, r.successes, len(r.outcomes)) for i, r in enumerate(rs)] for label, rs in reports.items()}
     out = curve or settings.home / f"learning-curve-{datetime.now():%Y%m%d-%H%M%S}.png"

@@ -161,8 +161,10 @@ def run_labels(options: LearnOptions) -> list[str]:
 def learn(settings: Settings, options: LearnOptions, roles: AgentRoles, plan: Sequence[Sequence[Task]],
           held_out: Sequence[Task], *, on_session: Callable[[str, int], None] = lambda label, number: None,
           on_outcome: Callable[[], None] = lambda: None,
-          on_cluster: Callable[[Tally], None] = lambda tally: None) -> dict[str, list[SessionReport]]:
-    """Runs the sessions with learning off (the baseline) and on, as the options ask; the reports by "off"/"on"."""
+          on_cluster: Callable[[Tally], None] = lambda tally: None,
+          on_search: Callable[[int, int], None] = lambda done, generations: None) -> dict[str, list[SessionReport]]:
+    """Runs the sessions with learning off (the baseline) and on, as the options ask; the reports by "off"/"on".
+    `on_search(done, generations)` follows a periodic CycleQD search (0: its starting population scored)."""
     from skillgraft.jobs.cluster import ClusterOptions, cluster_episodes
 
     if options.learning and options.practice and not isinstance(roles.model, SamplingModel):
@@ -171,7 +173,7 @@ def learn(settings: Settings, options: LearnOptions, roles: AgentRoles, plan: Se
     with cluster_episodes(settings, cluster, options.model, on_cluster, temperature=options.temperature) as remote:
         episodes = remote or (_local_episodes(settings, options) if options.workers > 1 else None)
         try:
-            return _sessions(settings, options, roles, plan, held_out, episodes, on_session, on_outcome)
+            return _sessions(settings, options, roles, plan, held_out, episodes, on_session, on_outcome, on_search)
         finally:
             if episodes is not None and episodes is not remote:
                 episodes.close()
@@ -188,7 +190,7 @@ def _local_episodes(settings: Settings, options: LearnOptions) -> EpisodeRunner:
 
 def _sessions(settings: Settings, options: LearnOptions, roles: AgentRoles, plan: Sequence[Sequence[Task]],
               held_out: Sequence[Task], episodes: EpisodeRunner | None, on_session: Callable[[str, int], None],
-              on_outcome: Callable[[], None]) -> dict[str, list[SessionReport]]:
+              on_outcome: Callable[[], None], on_search: Callable[[int, int], None]) -> dict[str, list[SessionReport]]:
     from skillgraft.agent.unstick import Unstick
     from skillgraft.evolve.learn import EmaConfig, LearnConfig, Learner, Refiner
     from skillgraft.evolve.learn.periodic import cycleqd_every
@@ -214,8 +216,8 @@ def _sessions(settings: Settings, options: LearnOptions, roles: AgentRoles, plan
                 verifier = AgentVerifier(store, roles.model, roles.compiler, skill_mode=config.skill_mode,
                                          sandbox=config.sandbox, image=config.image)
                 refiner = Refiner(store, roles.generator, verifier)
-            periodic = (cycleqd_every(held_out, lambda: roles.model, sandbox=config.sandbox, image=config.image)
-                        if config.cycleqd_every else None)
+            periodic = (cycleqd_every(held_out, lambda: roles.model, sandbox=config.sandbox, image=config.image,
+                                      on_generation=on_search) if config.cycleqd_every else None)
             learner = Learner(store, roles.model, roles.compiler, roles.summariser, config, settings.cache / "learn",
                               validation=held_out, refiner=refiner, periodic=periodic, episodes=episodes,
                               anchors=anchors)
