@@ -231,3 +231,19 @@ def test_a_refused_candidate_leaves_the_global_as_it_was(tmp_path):
     assert current == store.adapter_path(first.id)
     accepted = fold_into_global(store, second, cfg, gate=lambda candidate, current: True)
     assert accepted.committed and accepted.record.version == 2 and accepted.record.parent_id == first.id
+
+
+def test_a_step_that_leaves_the_global_as_it_is_commits_nothing_and_asks_no_gate(tmp_path):
+    store = open_store(tmp_path)
+    cfg = EmaConfig(alpha=0.5, rank=2 * RANK)
+    skill = add_skill_adapter(store, tmp_path, 1)
+    first = fold_into_global(store, skill, cfg).record  # the first version copies the skill
+    asked = []
+    again = fold_into_global(store, skill, cfg, gate=lambda candidate, current: asked.append(current) is None)
+    # the EMA of an adapter with itself is that adapter: no second version, no validation asked for
+    assert again.unchanged and not again.committed and again.record.id == first.id and asked == []
+    assert [r.id for r in store.global_history()] == [first.id]
+    other = fold_into_global(store, add_skill_adapter(store, tmp_path, 2), cfg,
+                             gate=lambda candidate, current: asked.append(current) is None)
+    assert other.committed and not other.unchanged and asked == [store.adapter_path(first.id)]
+    assert [r.version for r in store.global_history()] == [1, 2]

@@ -6,12 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from skillgraft.agent.loadout import GLOBAL_ALONE
 from skillgraft.agent.models.hf_model import HFModel
 from skillgraft.evolve.learn.global_adapter import EmaConfig
 from skillgraft.evolve.learn.loop import LearnConfig, Learner
 from skillgraft.evolve.learn.summarise_offline import OfflineSummariser
+from skillgraft.hypernet.lora import to_dense
+from skillgraft.hypernet.peft_io import load_adapter
 from learn_support import PoolExpert, parts  # noqa: F401  (parts is a fixture)
 from skillgraft.skills.store import Store
 from skillgraft.skillworld.generate import HELDOUT_START, generate
@@ -32,7 +35,8 @@ def distinct_tasks(family: str, count: int, first: int):
 
 def test_the_gate_runs_validation_with_candidate_and_current_global(parts, tmp_path):
     base, compiler = parts
-    a, b, v = distinct_tasks("off_by_one", 3, 40)
+    a, v = distinct_tasks("off_by_one", 2, 40)
+    (b,) = distinct_tasks("inverted_comparison", 1, 40)  # another skill: another adapter to fold
     model = PoolExpert(HFModel(base, max_new_tokens=8), [a, b, v])
     store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
     config = LearnConfig(skill_mode="parametric", gate=True, ema=EmaConfig(alpha=0.5, rank=8))
@@ -47,17 +51,25 @@ def test_the_gate_runs_validation_with_candidate_and_current_global(parts, tmp_p
     assert candidate.parent.name.startswith("skillgraft-global-") and weight == GLOBAL_ALONE
     model.loaded.clear()
     o = learner.run_session([b.task()]).outcomes[0]
-    # b's run was given v1 and solved: it confirms v1, so nothing is summarised or validated for
-    # the skill; then the run of b (with global v1), and the validation task under the candidate
-    # global only: v1 holds the weights the first gate scored as its candidate, so its score is
-    # known and not run again
-    assert o.note == "confirms off-by-one@v1 (1 of 1 runs given it solved)"
-    assert len(model.loaded) == 2
+    # b, of another family, was solved with global v1 and summarised into a skill of its own; then
+    # the validation task ran under what runs now (global v1 alone, as b's run had it), under the
+    # new skill compiled beside global v1, and under the candidate global alone; global v1 alone
+    # had just been scored, so the global gate did not run it again
+    assert o.learned == "inverted-comparison@v1" and not o.note
+    assert len(model.loaded) == 4 and model.loaded[0] == model.loaded[1]
+    assert [weight for _, weight in _joined(model.loaded[0])] == [GLOBAL_ALONE]
+    assert len(_joined(model.loaded[2])) == 2  # global v1 and the compiled skill
     # the candidate as a run gets it alone: at GLOBAL_ALONE
-    [(candidate, weight)] = _joined(model.loaded[1])
+    [(candidate, weight)] = _joined(model.loaded[3])
     assert candidate.parent.name.startswith("skillgraft-global-") and weight == GLOBAL_ALONE
     # the expert solves the validation task either way: no regression, so the candidate is kept
     assert o.success and o.global_after == 2 and store.latest_global().version == 2
+    # global v2 is the exact EMA of v1 and the new skill's adapter
+    g1, g2 = store.global_history()
+    new = g2.provenance["combined"][1]["adapter_id"]
+    d1, d2, dn = (to_dense(load_adapter(store.adapter_path(i))[0]) for i in (g1.id, g2.id, new))
+    for m in d2:
+        torch.testing.assert_close(d2[m], 0.5 * d1[m] + 0.5 * dn[m], rtol=1e-4, atol=1e-6)
 
 
 def _joined(folder: Path) -> list[tuple[Path | str, float]]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random
 
-from skillgraft.hypernet.lora import LoraDelta, LowRank
+from skillgraft.hypernet.lora import LoraDelta, LowRank, frobenius_norm, subtract
 from skillgraft.hypernet.merges import merge
 from skillgraft.hypernet.peft_io import load_adapter, save_adapter
 from skillgraft.skills.errors import StaleVersion
@@ -31,6 +31,11 @@ GLOBAL = "global"
 # "factors": the EMA of A and B apart, which is not an EMA of ΔW at all; kept only so the
 # difference can be measured.
 MODE_MERGES = {"exact": "svd", "factors": "factors"}
+
+# A step that moves the global ΔW by less than this (relative) commits nothing: folding an adapter
+# into a global that already is that adapter (a skill confirmed again, with the EMA of an adapter
+# with itself) would otherwise add a version with the same weights, and weigh it on validation.
+UNCHANGED = 1e-4
 
 # A gate sees the candidate folder and the current head's folder (None before the first version:
 # the candidate is then weighed against no adapter at all) and says whether to commit.
@@ -63,6 +68,7 @@ class FoldResult:
     committed: bool
     attempts: int = 1
     provenance: dict = field(default_factory=dict)
+    unchanged: bool = False  # nothing committed because the step left ΔW as it was (UNCHANGED)
 
 
 def factor_ema(global_: Mapping[str, LowRank], new: Mapping[str, LowRank], alpha: float, rank: int) -> LoraDelta:
@@ -84,6 +90,11 @@ def combine(current: Mapping[str, LowRank] | None, new: Mapping[str, LowRank], c
     return merged, config.alpha
 
 
+def moved(current: Mapping[str, LowRank], merged: Mapping[str, LowRank]) -> float:
+    """‖ΔW_merged − ΔW_current‖ / ‖ΔW_current‖."""
+    return frobenius_norm(subtract(merged, current)) / max(frobenius_norm(current), 1e-12)
+
+
 def fold_into_global(
     store: Store,
     new_adapter_id: int,
@@ -95,6 +106,7 @@ def fold_into_global(
 ) -> FoldResult:
     """One EMA step of adapter `new_adapter_id` into the named global adapter, retried until it lands.
 
+    A step that leaves the global ΔW as it was (within UNCHANGED) commits nothing and asks no gate.
     `gate`, when given, decides on the computed candidate against the current head, or against no
     adapter when there is none yet (a validation run); a refused candidate leaves the head as it
     was. `on_computed` is called with the written candidate folder just before the commit (used to
@@ -109,6 +121,8 @@ def fold_into_global(
             head = store.latest_global(config.name)
             current = load_adapter(store.adapter_path(saved_id(head.id)))[0] if head is not None else None
             merged, alpha = combine(current, new_delta, config)
+            if current is not None and moved(current, merged) < UNCHANGED:
+                return FoldResult(record=head, committed=False, attempts=tries, unchanged=True)
             prov = {
                 "method": "ema" if config.mode == "exact" else f"ema-{config.mode}",
                 "alpha": alpha,

@@ -313,7 +313,9 @@ class Learner:
             gate=partial(self.gate.keeps_global, loadout=self._global_alone) if self._gates else None,
         )
         outcome.global_after = fold.record.version if fold.record is not None else None
-        if not fold.committed:
+        if fold.unchanged:
+            outcome.note = "; ".join(filter(None, [outcome.note, "the global adapter already holds its adapter"]))
+        elif not fold.committed:
             outcome.note = f"new global version refused by the validation gate ({self.gate.verdict})"
         return fold
 
