@@ -252,8 +252,8 @@ def test_cycleqd_runs_every_k_sessions_over_the_global_history(parts, tmp_path):
     from skillgraft.evolve.learn.periodic import cycleqd_every
 
     base, compiler = parts
-    a, b = distinct_tasks("off_by_one", 2, 80)
-    (c,) = distinct_tasks("inverted_comparison", 1, 80)
+    (a,) = distinct_tasks("off_by_one", 1, 80)
+    b, c = distinct_tasks("inverted_comparison", 2, 80)  # b: a second skill, so a second global version
     model = PoolExpert(HFModel(base, max_new_tokens=8), [a, b, c])
     store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "artifacts")
     validation = [a.task(), c.task()]  # two families: two CycleQD tasks
@@ -271,6 +271,8 @@ def test_cycleqd_runs_every_k_sessions_over_the_global_history(parts, tmp_path):
     assert told == [(0, 1), (1, 1)]  # the starting population, then the one generation
     (run,) = store.qd_runs()
     # the population was the two global versions; each family is an archive holding elites
+    first_two = [g.id for g in store.global_history()[:2]]
+    assert len(first_two) == 2 and sorted(run.config["checkpoints"]) == sorted(first_two)
     assert sorted(run.config["tasks"]) == ["inverted_comparison", "off_by_one"]
     for task in ("inverted_comparison", "off_by_one"):
         entries = store.archive(run.id, task)

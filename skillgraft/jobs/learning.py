@@ -164,7 +164,7 @@ def learn(settings: Settings, options: LearnOptions, roles: AgentRoles, plan: Se
           on_cluster: Callable[[Tally], None] = lambda tally: None,
           on_search: Callable[[int, int], None] = lambda done, generations: None) -> dict[str, list[SessionReport]]:
     """Runs the sessions with learning off (the baseline) and on, as the options ask; the reports by "off"/"on".
-    `on_search(done, generations)` follows a periodic CycleQD search (0: its starting population scored)."""
+    `on_search(done, generations)` follows a periodic CycleQD search (0: started)."""
     from skillgraft.jobs.cluster import ClusterOptions, cluster_episodes
 
     if options.learning and options.practice and not isinstance(roles.model, SamplingModel):
