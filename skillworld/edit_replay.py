@@ -25,6 +25,7 @@ import torch
 
 from skillgraft.agent.prompts import split_reply
 from skillgraft.evolve.cycleqd.evaluators import Request
+from skillgraft.hypernet.anchor import replies_log_probs
 from skillgraft.hypernet.apply import generated_lora
 from skillgraft.hypernet.lora import LoraDelta
 from skillgraft.hypernet.fit import pad_id
@@ -75,9 +76,7 @@ def edit_guess(model: Any, replay: EditReplay) -> list[int]:
 def reply_log_probs(model: Any, replay: EditReplay) -> torch.Tensor:
     """The model's next-token log-probabilities at each token of the edit reply (float32, one row
     per token), the logits computed only where they are read."""
-    keep = len(replay.ids) - replay.reply + 1  # the logits predicting the reply's tokens, and one past its end
-    logits = model(input_ids=torch.tensor([replay.ids]), logits_to_keep=keep).logits[0, :-1]
-    return torch.log_softmax(logits.float(), -1)
+    return replies_log_probs(model, replay.ids, [i >= replay.reply for i in range(len(replay.ids))])
 
 
 def edit_right(model: Any, replay: EditReplay) -> bool:

@@ -50,11 +50,11 @@ def fold_compiler(compiler: SkillCompiler | None, tasks: Sequence[Task],
                   folder: Path) -> tuple[SkillCompiler | None, str | None]:
     """(the compiler of what the global adapter folds, a note): `compiler` keeping the model's
     solved runs of `tasks`, where it tunes with an anchor weight and some task was solved; else
-    (None, a note or None)."""
+    `compiler` itself (and a note when no anchor task was solved)."""
     if not tasks or not isinstance(compiler, AnchoredTuner) or not compiler.wants_anchors:
-        return None, None
+        return compiler, None
     conversations, key, ran = anchor_runs(tasks, run, folder)
     if not conversations:
-        return None, f"no anchor task of {ran} was solved: the global adapter folds adapters tuned without anchors"
+        return compiler, f"no anchor task of {ran} was solved: the global adapter folds adapters tuned without anchors"
     return compiler.anchored(conversations, key), (f"the global adapter folds learned adapters that keep the model's "
                                                    f"runs of {len(conversations)} anchor tasks ({ran} run)")

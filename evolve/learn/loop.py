@@ -145,7 +145,7 @@ class Learner:
         self.periodic = periodic
         self.episodes = episodes
         self.anchors = list(anchors)
-        self._fold_compiler: SkillCompiler | None = None  # the compiler of what the global adapter folds, with anchors
+        self._fold_compiler: SkillCompiler | None = None  # the compiler of what the global adapter folds, once chosen
         # Validation runs as the session's own: on its episode runner where it has one.
         self.gate = ValidationGate(validation, AgentScorer(model, config.sandbox, config.image, episodes=episodes))
         self.parametric = compiler is not None and isinstance(model, AdapterModel)
@@ -186,7 +186,7 @@ class Learner:
         return report
 
     def _anchor_tuning(self) -> list[str]:
-        """The compiler of what the global adapter folds, with anchors (evolve.learn.anchors), once."""
+        """The compiler of what the global adapter folds (evolve.learn.anchors), chosen once."""
         if self._fold_compiler is not None:
             return []
         self._fold_compiler, note = fold_compiler(self.compiler, self.anchors, self._results, self.workdir / "anchors")
