@@ -5,13 +5,13 @@ reply had no usable command: tell the model and go on) or AgentExit (submitted, 
 reached, the model or sandbox failed: stop). Limits are checked before every model call, so
 no call is paid for that the run cannot use. Given `Unstick`, a reply that would run a command
 again from the files it already ran on sends the run back to before its last change and draws
-the reply there anew (agent.unstick).
+the reply there anew, and a reply that holds no command is drawn again in its place (agent.unstick).
 """
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -41,6 +41,7 @@ class Step:
     format_error: bool = False
     replaced: str | None = None  # a command that would have repeated itself (agent.unstick)
     back_to: int | None = None  # the step the run went back to instead, its files put back as they were
+    malformed: str | None = None  # a reply with no command that was drawn again in its place (agent.unstick)
     # whether the command changed the repository's files, once known: where the run names their
     # state before every command (agent.unstick), when the next command comes
     changed: bool | None = None
@@ -85,7 +86,7 @@ class AgentLoop:
         # Redraws need a model that can sample; one that cannot (a replay) is never redrawn.
         self.unstick = unstick if isinstance(model, SamplingModel) else None
         self._trail = Trail()
-        self.redraws = 0  # model calls made to redraw a repeated command
+        self.redraws = 0  # model calls made to redraw a repeated command or a malformed reply
         self.rewinds: list[dict] = []  # each time the run went back: at which step, to which, the commands dropped
         self.messages: list[dict] = []
         self.steps = 0
@@ -147,12 +148,16 @@ class AgentLoop:
         except ModelError as exc:
             raise AgentExit(MODEL_ERROR, str(exc)) from exc
         self.steps += 1
+        malformed = None
         try:
             command = _command_of(reply)
         except prompts.FormatError as exc:
-            self.messages.append({"role": "assistant", "content": reply.content})
-            self.messages.append({"role": "user", "content": str(exc)})
-            raise FormatProblem() from exc
+            drawn = self._draw_again(self.unstick) if self.unstick is not None else None
+            if drawn is None:
+                self.messages.append({"role": "assistant", "content": reply.content})
+                self.messages.append({"role": "user", "content": str(exc)})
+                raise FormatProblem() from exc
+            malformed, (reply, command) = reply.content, drawn
         replaced, back_to = None, None
         if self.unstick is not None and not prompts.is_submit(command):
             state = self._snapshot()
@@ -170,7 +175,7 @@ class AgentLoop:
         else:
             self.messages.append({"role": "assistant", "content": reply.content})
         if prompts.is_submit(command):
-            self._emit(Step(self.steps, reply.content, command, replaced=replaced, back_to=back_to))
+            self._emit(Step(self.steps, reply.content, command, replaced=replaced, back_to=back_to, malformed=malformed))
             raise AgentExit(SUBMITTED)
         result = self._execute(command)
         text = prompts.observation(result.output, result.returncode, result.timed_out, result.elided)
@@ -178,7 +183,7 @@ class AgentLoop:
             self.messages.append({"role": "tool", "tool_call_id": reply.tool_call_id, "content": text})
         else:
             self.messages.append({"role": "user", "content": text})
-        return Step(self.steps, reply.content, command, result, replaced=replaced, back_to=back_to)
+        return Step(self.steps, reply.content, command, result, replaced=replaced, back_to=back_to, malformed=malformed)
 
     def _ask(self, messages: list[dict]) -> ModelReply:
         """One model call, its time, cost and tokens counted."""
@@ -200,24 +205,43 @@ class AgentLoop:
         except SandboxError:
             return None
 
+    def _draws(self, unstick: Unstick, prompt: list[dict]) -> Iterator[ModelReply]:
+        """Up to unstick.tries replies to `prompt`, sampled from the streams REDRAW_STREAM, +1, …,
+        while the run's time and cost allow; a draw the model fails to give is skipped."""
+        model, lim = cast(SamplingModel, self.model), self.limits
+        for n in range(unstick.tries):
+            if self.elapsed >= lim.wall_time or (lim.cost > 0 and self.cost >= lim.cost):
+                return
+            self.redraws += 1
+            try:
+                with model.sampled(Sampling(unstick.temperature, stream=REDRAW_STREAM + n)):
+                    drawn = self._ask(prompt)
+            except ModelError:
+                continue
+            yield drawn
+
+    def _draw_again(self, unstick: Unstick) -> tuple[ModelReply, str] | None:
+        """The reply just asked for held no command: the first draw at the same point that holds
+        one, and its command; None when none does."""
+        for drawn in self._draws(unstick, self.messages):
+            try:
+                return drawn, _command_of(drawn)
+            except prompts.FormatError:
+                continue
+        return None
+
     def _go_back(self, unstick: Unstick, state: str, reply: ModelReply,
                  command: str) -> tuple[ModelReply, str, str, int | None]:
         """`command` was already run from `state`: goes back along the branch (agent.unstick) and
         draws a reply there that proposes something new. Returns the reply, its command, the state
         it runs from and the step gone back to; the ones given and None when no draw finds one."""
-        model, lim = cast(SamplingModel, self.model), self.limits
         index = self._trail.back_to(state, command)
         mark = self._trail.marks[index]
         prompt = self.messages[:mark.at]
-        for n in range(unstick.tries):
-            if self.elapsed >= lim.wall_time or (lim.cost > 0 and self.cost >= lim.cost):
-                break
-            self.redraws += 1
+        for drawn in self._draws(unstick, prompt):
             try:
-                with model.sampled(Sampling(unstick.temperature, stream=REDRAW_STREAM + n)):
-                    drawn = self._ask(prompt)
                 fresh = _command_of(drawn)
-            except (ModelError, prompts.FormatError):
+            except prompts.FormatError:
                 continue
             if prompts.is_submit(fresh) or self._trail.before(mark.state, fresh):
                 continue

@@ -31,7 +31,7 @@ SETUP_FAILED = "SetupFailed"
 RESERVED_INFO = frozenset(
     {"task", "model", "sandbox", "adapters", "skills", "limits", "started_at", "timings", "cost", "steps",
      "exit_status", "exit_detail", "patch", "test", "reward", "success", "usage", "links_outside_repo",
-     "test_files_restored", "sampling", "unstick", "redraws", "rewinds", "changed"}
+     "test_files_restored", "sampling", "unstick", "redraws", "rewinds", "malformed", "changed"}
 )
 
 
@@ -188,6 +188,7 @@ def _run_in(
         success=success,
         # per command of the branch kept, whether it changed the files (None where not known)
         **({"redraws": loop.redraws, "rewinds": loop.rewinds,
+            "malformed": [s.number for s in result.history if s.malformed is not None],  # replies drawn again
             "changed": [s.changed for s in result.kept if s.command is not None]} if unstick is not None else {}),
     )
     writer.write(messages)

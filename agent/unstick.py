@@ -12,6 +12,12 @@ times. The first draw that proposes a command not yet run from there (and not `s
 taken: the files are put back as they were then (sandbox.rewind) and the run goes on from it.
 When every draw repeats, nothing is undone and the original reply stands.
 
+A reply that holds no command is drawn again the same way, at the point it was asked (nothing to
+undo there): greedy decoding can run on repeating a few tokens until its token limit (`"]"]/"/…`),
+and asked once more, with that reply and the format error in its context, it repeats it. The
+first draw that holds a command is taken; when none does, the malformed reply stands and the model
+is told, as without `Unstick`.
+
 The redraws are extra model calls (their cost and tokens count) but not extra steps; the steps
 of an abandoned branch stay in the run's history and are listed in its trajectory's info, while
 the conversation and the run's `kept` steps (what the summariser reads) hold only the branch the

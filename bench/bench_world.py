@@ -24,6 +24,7 @@ from rich.table import Table
 
 from bench.ray_option import add_ray_option, ray_runner
 from skillgraft.agent.episodes import ThreadModels
+from skillgraft.agent.unstick import Unstick
 from skillgraft.skillworld.evaluate import cells, run_eval, world_compiler
 from skillgraft.skillworld.families import GROUPS, resolve
 
@@ -44,6 +45,9 @@ def main() -> None:
                          "so 25 episodes each make 100 per cell")
     ap.add_argument("--max-new-tokens", type=int, default=128,
                     help="reply budget per turn (the expert's longest reply is under 80 tokens)")
+    ap.add_argument("--unstick", action="store_true",
+                    help="go back and draw again where a run repeats a command or writes no command, as skillgraft run "
+                         "does (agent.unstick); without it every reply is taken as it comes")
     ap.add_argument("--out", type=Path, default=None, help="also write the cells and every episode as JSON lines here")
     add_ray_option(ap)  # the expert's episodes run here either way
     args = ap.parse_args()
@@ -90,7 +94,8 @@ def main() -> None:
             with Progress(console=console, transient=True) as bar:
                 job = bar.add_task(f"{row} · {group}", total=args.episodes * len(fams))
                 results = run_eval(factory, cond, fams, args.episodes, workers=args.workers, compiler=compiler,
-                                   on_result=lambda _r: bar.advance(job), runner=runner)
+                                   on_result=lambda _r: bar.advance(job), runner=runner,
+                                   unstick=Unstick() if args.unstick else None)
             cell = [c for c in cells(results, "group" if group in GROUPS else "family") if c.name == group][0]
             table[(row, group)] = cell
             lo, hi = cell.interval

@@ -17,6 +17,7 @@ from skillgraft.agent.episodes import EpisodeJob, EpisodeRunner
 from skillgraft.agent.loadout import NOTHING, GivenSkill, Loadout, make_loadout
 from skillgraft.agent.models.base import Model
 from skillgraft.agent.seams import SkillCompiler
+from skillgraft.agent.unstick import Unstick
 from skillgraft.evolve.intervals import SuccessRate
 from skillgraft.skillworld import library
 from skillgraft.skillworld.families import GROUPS
@@ -67,8 +68,9 @@ def run_eval(model_factory: Callable[[WorldTask], Model], condition: str, famili
              *, workers: int = 2, compiler: SkillCompiler | None = None,
              sandbox: str = "docker", first_seed: int = HELDOUT_START,
              on_result: Callable[[EpisodeResult], None] | None = None,
-             runner: EpisodeRunner | None = None) -> list[EpisodeResult]:
-    """Runs `episodes` held-out episodes of each family under one condition.
+             runner: EpisodeRunner | None = None, unstick: Unstick | None = None) -> list[EpisodeResult]:
+    """Runs `episodes` held-out episodes of each family under one condition (with `unstick`, each
+    run goes back and draws again as `skillgraft run` does: agent.unstick).
 
     model_factory(task) gives the model for an episode (it may hand back one cached per thread).
     Each paraphrase is compiled once per run of the evaluation, into a folder kept for it. With a
@@ -91,7 +93,7 @@ def run_eval(model_factory: Callable[[WorldTask], Model], condition: str, famili
         wt = generate(family, seed)
         model = model_factory(wt)
         loadout = loadout_for(model, family, seed)
-        result = run_task(wt.task(), model, sandbox=sandbox, loadout=loadout)
+        result = run_task(wt.task(), model, sandbox=sandbox, loadout=loadout, unstick=unstick)
         return EpisodeResult(family, seed, condition, result.success, result.steps, result.exit_status)
 
     jobs = [(f, first_seed + i) for i in range(episodes) for f in families]
@@ -101,7 +103,7 @@ def run_eval(model_factory: Callable[[WorldTask], Model], condition: str, famili
         for family, seed in jobs:
             wt = generate(family, seed)
             loadout = loadout_for(model_factory(wt), family, seed)
-            runs.append(EpisodeJob(wt.task(), loadout, tag=(family, seed)))
+            runs.append(EpisodeJob(wt.task(), loadout, tag=(family, seed), unstick=unstick))
         for job, result in runner.run_all(runs):
             res = EpisodeResult(*job.tag, condition, result.success, result.steps, result.exit_status)
             out.append(res)

@@ -29,8 +29,12 @@ def _task(steps: int) -> Task:
                 limits=Limits(steps=steps, wall_time=300))
 
 
+RAMBLE = 'THOUGHT: the dict has "values"]"]/"/"/"/"/"/"/"/"/'  # a reply cut at its token limit: no command
+
+
 class Stubborn:
-    """Proposes `greedy` whenever it is asked plainly; a sampled draw proposes `drawn`."""
+    """Proposes `greedy` whenever it is asked plainly; a sampled draw proposes `drawn` (None: a
+    reply with no command in it)."""
 
     name = "stubborn"
 
@@ -49,9 +53,13 @@ class Stubborn:
 
     def query(self, messages: list[dict]) -> ModelReply:
         if self.sampling is None:
-            return ModelReply(prompts.assistant_reply("Same again.", self.greedy), usage={"completion_tokens": 5})
+            return ModelReply(_reply("Same again.", self.greedy), usage={"completion_tokens": 5})
         self.streams.append(self.sampling.stream)
-        return ModelReply(prompts.assistant_reply("Something else.", self.drawn), usage={"completion_tokens": 7})
+        return ModelReply(_reply("Something else.", self.drawn), usage={"completion_tokens": 7})
+
+
+def _reply(thought: str, command: str | None) -> str:
+    return RAMBLE if command is None else prompts.assistant_reply(thought, command)
 
 
 def test_a_command_repeated_from_the_same_files_sends_the_run_back_and_a_redraw_there_solves_it(tmp_path):
@@ -111,6 +119,29 @@ def test_a_model_that_cannot_sample_is_never_redrawn(tmp_path):
     assert [s.command for s in result.history] == [NO_OP] * 3 and not result.success
     info = json.loads((tmp_path / "t.json").read_text())["info"]
     assert "unstick" not in info and "redraws" not in info  # the trajectory does not claim what did not happen
+
+
+def test_a_reply_with_no_command_is_drawn_again_in_its_place(tmp_path):
+    model = Stubborn(greedy=None)
+    path = tmp_path / "t.json"
+    result = run_task(_task(steps=2), model, unstick=Unstick(tries=2), trajectory_path=path)
+    # each greedy reply rambles to its token limit; the first draw at that same point holds the fix
+    assert result.success and [s.command for s in result.history] == [FIX, FIX]
+    assert [s.malformed for s in result.history] == [RAMBLE, RAMBLE] and not any(s.format_error for s in result.history)
+    assert model.streams == [REDRAW_STREAM, REDRAW_STREAM]
+    assistant = [m["content"] for m in result.messages if m["role"] == "assistant"]
+    assert assistant == [prompts.assistant_reply("Something else.", FIX)] * 2  # the rambling replies are not kept
+    info = json.loads(path.read_text())["info"]
+    assert info["malformed"] == [1, 2] and info["redraws"] == 2 and info["rewinds"] == []
+
+
+def test_when_no_draw_holds_a_command_the_model_is_told_as_before():
+    model = Stubborn(greedy=None, drawn=None)
+    result = run_task(_task(steps=5), model, unstick=Unstick(tries=2))
+    assert result.exit_status == "FormatErrors" and [s.format_error for s in result.history] == [True] * 3
+    assert model.streams == [REDRAW_STREAM, REDRAW_STREAM + 1] * 3
+    told = [m["content"] for m in result.messages if m["role"] == "assistant"]
+    assert told == [RAMBLE] * 3  # the malformed reply stands, each followed by the format error
 
 
 def test_unstick_refuses_settings_that_cannot_redraw():

@@ -138,6 +138,8 @@ class _LiveSteps:
             command = (step.command or "").splitlines()[0] if step.command else ""
             if step.back_to is not None:  # the model had proposed a repeat; the run went back
                 command = Text.assemble((command, ""), (f"  (back to step {step.back_to})", "yellow"))
+            elif step.malformed is not None:  # the model's reply held no command; it was drawn again
+                command = Text.assemble((command, ""), ("  (drawn again)", "yellow"))
             if step.result is None:
                 table.add_row(str(step.number), Text(command, "bold green"), "", Text("submitted", "green"))
                 continue
